@@ -1,0 +1,214 @@
+//! The inbound OpenAI chat request, parsed shallowly: we read the few fields the gateway needs
+//! (`model`, `stream`, `stream_options`, `messages`) and keep the client's bytes for everything
+//! else, so parameters we have never heard of reach same-dialect providers untouched.
+//!
+//! The upstream body is the client's body with byte-range edits spliced in (the model name per
+//! target, `stream_options.include_usage`), not a re-serialisation.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Why a request body was refused before any upstream saw it.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("request body is not valid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("`model` is required and must be a string")]
+    Model,
+    #[error("`messages` must be a non-empty array")]
+    Messages,
+    #[error("`stream_options` must be an object")]
+    StreamOptions,
+}
+
+/// A validated client request for `/v1/chat/completions`.
+#[derive(Debug, Clone)]
+pub struct ChatRequest {
+    body: Bytes,
+    /// The route the client asked for.
+    pub model: String,
+    /// The client asked for SSE.
+    pub stream: bool,
+    /// The client asked for the final usage chunk of a stream.
+    pub client_wants_usage: bool,
+    model_range: Range<usize>,
+    /// `messages` value, for context trimming and prefill.
+    pub messages_range: Range<usize>,
+    /// How to make the upstream stream report usage: `None` when the client already asked.
+    usage_edit: Option<(Range<usize>, String)>,
+}
+
+#[derive(Deserialize)]
+struct Shallow<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    stream_options: Option<&'a RawValue>,
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
+}
+
+fn range_of(body: &[u8], raw: &RawValue) -> Range<usize> {
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+impl ChatRequest {
+    /// Parse a client body. Validates JSON syntax and the fields we rely on.
+    pub fn parse(body: Bytes) -> Result<ChatRequest, RequestError> {
+        let shallow: Shallow<'_> = serde_json::from_slice(&body).map_err(RequestError::Json)?;
+        let model_raw = shallow.model.ok_or(RequestError::Model)?;
+        let model: String = serde_json::from_str(model_raw.get()).map_err(|_| RequestError::Model)?;
+        let messages = shallow.messages.ok_or(RequestError::Messages)?;
+        if !messages.get().starts_with('[') || messages.get()[1..].trim_start().starts_with(']') {
+            return Err(RequestError::Messages);
+        }
+        let stream = shallow.stream.unwrap_or(false);
+        let mut client_wants_usage = false;
+        let mut usage_edit = None;
+        if stream {
+            match shallow.stream_options {
+                Some(raw) if raw.get() != "null" => {
+                    let mut opts: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_str(raw.get()).map_err(|_| RequestError::StreamOptions)?;
+                    client_wants_usage = opts.get("include_usage") == Some(&serde_json::Value::Bool(true));
+                    if !client_wants_usage {
+                        opts.insert("include_usage".into(), true.into());
+                        let text = serde_json::Value::Object(opts).to_string();
+                        usage_edit = Some((range_of(&body, raw), text));
+                    }
+                }
+                _ => {
+                    // Insert right after the opening brace; `model` follows, so a comma is right.
+                    let at = body.iter().position(|&b| b == b'{').map_or(0, |i| i + 1);
+                    let field = r#""stream_options":{"include_usage":true},"#.to_owned();
+                    usage_edit = Some((at..at, field));
+                }
+            }
+        }
+        let model_range = range_of(&body, model_raw);
+        let messages_range = range_of(&body, messages);
+        Ok(ChatRequest {
+            model,
+            stream,
+            client_wants_usage,
+            model_range,
+            messages_range,
+            usage_edit,
+            body,
+        })
+    }
+
+    /// The client's raw body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The `messages` JSON as the client sent it.
+    pub fn messages_json(&self) -> &[u8] {
+        &self.body[self.messages_range.clone()]
+    }
+
+    /// The body to send upstream: the client's bytes with `model` set to `upstream_model`, usage
+    /// requested on streams, and `messages` replaced when `messages` is given (context trimming,
+    /// prefill).
+    pub fn upstream_body(&self, upstream_model: &str, messages: Option<&[u8]>) -> Vec<u8> {
+        let model_json = serde_json::Value::from(upstream_model).to_string();
+        let mut edits: Vec<(Range<usize>, &[u8])> = Vec::with_capacity(3);
+        edits.push((self.model_range.clone(), model_json.as_bytes()));
+        if let Some((range, text)) = &self.usage_edit {
+            edits.push((range.clone(), text.as_bytes()));
+        }
+        if let Some(m) = messages {
+            edits.push((self.messages_range.clone(), m));
+        }
+        edits.sort_by_key(|(r, _)| r.start);
+        let extra: usize = edits.iter().map(|(_, t)| t.len()).sum();
+        let mut out = Vec::with_capacity(self.body.len() + extra);
+        let mut pos = 0;
+        for (range, text) in edits {
+            out.extend_from_slice(&self.body[pos..range.start]);
+            out.extend_from_slice(text);
+            pos = range.end;
+        }
+        out.extend_from_slice(&self.body[pos..]);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn upstream(body: Value, model: &str) -> (ChatRequest, Value) {
+        let req = ChatRequest::parse(Bytes::from(body.to_string())).unwrap();
+        let out = req.upstream_body(model, None);
+        (req, serde_json::from_slice(&out).unwrap())
+    }
+
+    #[test]
+    fn rewrites_model_and_keeps_unknown_fields() {
+        let body = json!({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],
+            "brand_new_param":{"x":[1,2]},"temperature":0.2});
+        let (req, out) = upstream(body.clone(), "gpt-4o-2024-08-06");
+        assert_eq!(req.model, "gpt-4o");
+        assert!(!req.stream);
+        let mut expected = body;
+        expected["model"] = json!("gpt-4o-2024-08-06");
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn streams_ask_for_usage_without_losing_client_options() {
+        let (req, out) = upstream(json!({"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}), "u");
+        assert!(req.stream && !req.client_wants_usage);
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
+        assert_eq!(out["model"], json!("u"));
+
+        let (req, out) = upstream(
+            json!({"model":"m","stream":true,"stream_options":{"foo":1},"messages":[{"role":"user","content":"x"}]}),
+            "u",
+        );
+        assert!(!req.client_wants_usage);
+        assert_eq!(out["stream_options"], json!({"foo":1,"include_usage": true}));
+
+        let (req, out) = upstream(
+            json!({"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}),
+            "u",
+        );
+        assert!(req.client_wants_usage);
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
+    }
+
+    #[test]
+    fn replaces_messages() {
+        let req = ChatRequest::parse(Bytes::from(
+            json!({"messages":[{"role":"user","content":"a"}],"model":"m"}).to_string(),
+        ))
+        .unwrap();
+        let out: Value = serde_json::from_slice(&req.upstream_body("x", Some(b"[]"))).unwrap();
+        assert_eq!(out, json!({"messages":[],"model":"x"}));
+    }
+
+    #[test]
+    fn refuses_bad_bodies() {
+        for body in [
+            "not json",
+            r#"{"messages":[{"role":"user","content":"a"}]}"#,
+            r#"{"model":3,"messages":[{"role":"user","content":"a"}]}"#,
+            r#"{"model":"m","messages":[]}"#,
+            r#"{"model":"m","messages":"hi"}"#,
+            r#"{"model":"m"}"#,
+            r#"{"model":"m","stream":true,"stream_options":3,"messages":[1]}"#,
+            r#"{"model":"m","model":"n","messages":[1]}"#,
+        ] {
+            assert!(ChatRequest::parse(Bytes::from(body)).is_err(), "{body}");
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! The inbound edge: the client API (OpenAI shape) and operations endpoints on one port.
+
+pub mod chat_request;
+pub mod error;
+mod openai;
+pub mod sse;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::routing::Routing;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The routing table; swapped whole on reload.
+    pub routing: Arc<ArcSwap<Routing>>,
+    /// Largest accepted request body.
+    pub max_body: usize,
+}
+
+/// Headers every answer carries.
+pub mod headers {
+    pub const REQUEST_ID: &str = "x-switchyard-request-id";
+    pub const TARGET: &str = "x-switchyard-target";
+    pub const ATTEMPTS: &str = "x-switchyard-attempts";
+    pub const HEDGED: &str = "x-switchyard-hedged";
+    pub const FAILOVER: &str = "x-switchyard-failover";
+    pub const TIMEOUT: &str = "x-switchyard-timeout";
+}
+
+/// The gateway's HTTP router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/models", get(openai::models))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ready" }))
+        .fallback(openai::not_found)
+        .with_state(state)
+}

@@ -1,0 +1,115 @@
+//! Wiring: build the state from a config, serve the router, reload on SIGHUP or a file change,
+//! drain in-flight requests and streams on shutdown. Tests and the binary share [`serve`].
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use tokio::net::TcpListener;
+
+use crate::api::{router, AppState};
+use crate::config::{Config, ConfigErrors};
+use crate::provider::ProviderError;
+use crate::routing::Routing;
+
+/// Why the gateway could not start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("invalid configuration:\n{0}")]
+    Config(#[from] ConfigErrors),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Build the shared state for a config.
+pub fn build_state(config: Config) -> Result<AppState, AppError> {
+    let max_body = config.server.max_body;
+    let routing = Routing::build(Arc::new(config))?;
+    Ok(AppState {
+        routing: Arc::new(ArcSwap::from_pointee(routing)),
+        max_body,
+    })
+}
+
+/// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AppError> {
+    let app = router(state);
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    Ok(())
+}
+
+/// Swap in a new config; on error the running one stays and the error is returned.
+pub fn reload(state: &AppState, path: &std::path::Path) -> Result<(), AppError> {
+    let config = Config::load(path)?;
+    let routing = Routing::build(Arc::new(config))?;
+    state.routing.store(Arc::new(routing));
+    Ok(())
+}
+
+fn modified(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Reload the config on SIGHUP or when the file changes (polled every 2 s). Never exits while
+/// the process runs; the caller drops it on shutdown.
+pub async fn watch_config(state: AppState, path: PathBuf) {
+    let mut last = modified(&path);
+    #[cfg(unix)]
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        #[cfg(unix)]
+        let sighup = async {
+            match hup.as_mut() {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let sighup = std::future::pending::<Option<()>>();
+        let reason = tokio::select! {
+            _ = sighup => "SIGHUP",
+            _ = tick.tick() => {
+                let now = modified(&path);
+                if now == last { continue; }
+                last = now;
+                "file changed"
+            }
+        };
+        match reload(&state, &path) {
+            Ok(()) => tracing::info!(reason, path = %path.display(), "configuration reloaded"),
+            Err(e) => tracing::error!(reason, path = %path.display(), error = %e, "reload failed; keeping the running configuration"),
+        }
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: draining in-flight requests");
+}

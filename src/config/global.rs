@@ -1,0 +1,114 @@
+//! Gateway-wide sections: `[audit]`, `[auth]` and `[cluster]`.
+//!
+//! These hold secrets (client keys, database and Redis URLs with passwords), so their `Debug`
+//! impls redact them: a config printed in a log line must never leak one.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Where audit records go (`audit.store`).
+#[derive(Clone, PartialEq, Eq)]
+pub enum AuditStore {
+    /// No audit log (`"off"`).
+    Off,
+    /// A SQLite file (`"sqlite://switchyard-audit.db"` holds the path `switchyard-audit.db`).
+    Sqlite(String),
+    /// A PostgreSQL database, the full `postgres://` URL.
+    Postgres(String),
+}
+
+impl fmt::Debug for AuditStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AuditStore::Off => f.write_str("Off"),
+            AuditStore::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            AuditStore::Postgres(url) => f.debug_tuple("Postgres").field(&redact_url(url)).finish(),
+        }
+    }
+}
+
+/// `[audit]`: one record per client request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditConfig {
+    /// Where records go.
+    pub store: AuditStore,
+    /// Record request and response bodies too.
+    pub bodies: bool,
+    /// Records older than this are deleted; `None` keeps them forever.
+    pub retention: Option<Duration>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            store: AuditStore::Sqlite("switchyard-audit.db".to_owned()),
+            bodies: false,
+            retention: None,
+        }
+    }
+}
+
+/// `[auth]`: when present, clients must present one of these keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// Resolved client keys; at least one, none empty. Never printed (see the `Debug` impl).
+    pub keys: Vec<String>,
+}
+
+impl fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("keys", &format_args!("<{} redacted>", self.keys.len()))
+            .finish()
+    }
+}
+
+/// `[cluster]`: replicas share breaker state and windows through Redis.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// `redis://` or `rediss://` URL; its password is never printed.
+    pub redis: String,
+}
+
+impl fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("redis", &redact_url(&self.redis))
+            .finish()
+    }
+}
+
+/// A URL with the password in its user info (`scheme://user:pass@host`) replaced by `***`, for
+/// logs and `Debug` output.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_owned();
+    };
+    let user = rest[..at].split(':').next().unwrap_or("");
+    format!("{scheme}://{user}:***{}", &rest[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_in_urls() {
+        assert_eq!(redact_url("redis://:s3cret@db:6379/0"), "redis://:***@db:6379/0");
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db/audit"),
+            "postgres://app:***@db/audit"
+        );
+        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        let store = AuditStore::Postgres("postgres://app:s3cret@db/audit".into());
+        assert!(!format!("{store:?}").contains("s3cret"));
+        let cluster = ClusterConfig {
+            redis: "rediss://u:s3cret@h".into(),
+        };
+        assert!(!format!("{cluster:?}").contains("s3cret"));
+    }
+}

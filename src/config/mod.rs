@@ -1,0 +1,211 @@
+//! Configuration: the TOML file (`file.rs`, serde shape with `deny_unknown_fields`) is parsed,
+//! then validated into a [`Config`] whose fields cannot be invalid (`validate.rs`).
+//!
+//! Every error names its key path (`routes[0].failover.attempt_timeout`) and gives a hint.
+
+mod duration;
+mod file;
+mod global;
+mod policy;
+mod table;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use duration::{format_duration, parse_duration, parse_size};
+pub use global::{redact_url, AuditConfig, AuditStore, AuthConfig, ClusterConfig};
+pub use policy::{
+    BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy, MidStream, OnOverflow,
+    RetryBudgetPolicy,
+};
+
+/// The resolved, validated configuration. Built only by [`Config::load`] / [`Config::from_toml`].
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `[server]`: the listening socket and request limits.
+    pub server: ServerConfig,
+    /// Providers in file order.
+    pub providers: Vec<Arc<ProviderConfig>>,
+    /// Routes in file order; route names are unique.
+    pub routes: Vec<Arc<RouteConfig>>,
+    /// `[audit]`: where the per-request audit log goes.
+    pub audit: AuditConfig,
+    /// `[auth]`: client keys; `None` lets any client in.
+    pub auth: Option<AuthConfig>,
+    /// `[cluster]`: shared breaker state; `None` keeps it per replica.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// `[server]`
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address the client API, admin endpoints and dashboard listen on.
+    pub listen: SocketAddr,
+    /// Largest accepted request body, in bytes.
+    pub max_body: usize,
+}
+
+/// The wire format and URL scheme a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// `openai`: api.openai.com.
+    OpenAi,
+    /// `openai-compatible`: any server speaking the OpenAI API (vLLM, Ollama, proxies...).
+    OpenAiCompatible,
+    /// `azure`: Azure OpenAI; targets name a deployment.
+    Azure,
+    /// `anthropic`: the Anthropic Messages API.
+    Anthropic,
+    /// `gemini`: the Google Gemini API.
+    Gemini,
+}
+
+impl ProviderKind {
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiCompatible => "openai-compatible",
+            ProviderKind::Azure => "azure",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+}
+
+/// One upstream API account.
+#[derive(Clone)]
+pub struct ProviderConfig {
+    /// Unique name, `[A-Za-z0-9._-]+`; the first half of every target id.
+    pub name: String,
+    /// The wire format it speaks.
+    pub kind: ProviderKind,
+    /// Base URL without a trailing slash, as the provider's own SDK takes it
+    /// (`https://api.openai.com/v1`; for Azure the resource endpoint).
+    pub base_url: String,
+    /// Resolved secret; never printed (see the `Debug` impl).
+    pub api_key: Option<String>,
+    /// Azure only; default "2024-10-21".
+    pub api_version: String,
+    /// TCP + TLS connect timeout; default 2s.
+    pub connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api_version", &self.api_version)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// One model at one provider.
+#[derive(Debug, Clone)]
+pub struct TargetConfig {
+    /// `provider/model` (for Azure `provider/deployment`): the name used everywhere.
+    pub id: String,
+    /// The provider account that serves it.
+    pub provider: Arc<ProviderConfig>,
+    /// Upstream model name, or the Azure deployment name.
+    pub model: String,
+    /// Tokens, when known.
+    pub context_window: Option<u32>,
+}
+
+/// How a route orders its targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Targets in file order; the next one only when the previous failed or is held open.
+    Priority,
+}
+
+/// A public model name with its ordered targets and policy.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// What clients send as `model`; unique.
+    pub name: String,
+    /// How targets are ordered.
+    pub strategy: Strategy,
+    /// At least one, in priority order, no duplicates.
+    pub targets: Vec<Arc<TargetConfig>>,
+    /// `[routes.failover]`
+    pub failover: FailoverPolicy,
+    /// `[routes.breaker]`, applied to each target of the route.
+    pub breaker: BreakerPolicy,
+    /// `[routes.hedge]`
+    pub hedge: HedgePolicy,
+    /// `[routes.retry_budget]`
+    pub retry_budget: RetryBudgetPolicy,
+    /// `[routes.context]`
+    pub context: ContextPolicy,
+}
+
+/// A configuration error: the key path, what is wrong, and a hint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// e.g. `routes[0].failover.attempt_timeout`; empty for file-level errors.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub hint: Option<String>,
+}
+
+/// `path: message (hint: ...)`, without the `path: ` prefix for file-level errors.
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " (hint: {hint})")?;
+        }
+        Ok(())
+    }
+}
+
+/// All errors found in one config (validation reports every error, not just the first).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl Config {
+    /// Read, interpolate `${VAR}` from the environment, parse and validate a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                path: String::new(),
+                message: format!("cannot read {}: {e}", path.display()),
+                hint: Some("pass the file with -c FILE".into()),
+            }])
+        })?;
+        Self::from_toml(&text, &|name| std::env::var(name).ok())
+    }
+
+    /// Parse and validate config text; `env` resolves `${VAR}` references.
+    pub fn from_toml(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+        let raw = file::parse(text)?;
+        validate::validate(raw, env)
+    }
+
+    /// The route clients reach with `model`.
+    pub fn route(&self, name: &str) -> Option<&Arc<RouteConfig>> {
+        self.routes.iter().find(|r| r.name == name)
+    }
+
+    /// The resolved routing table, as `switchyard check` prints it.
+    pub fn routing_table(&self) -> String {
+        table::routing_table(self)
+    }
+}

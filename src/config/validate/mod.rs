@@ -1,0 +1,234 @@
+//! Raw file shape -> [`Config`]: interpolate `${VAR}`, apply defaults, check every rule, and
+//! collect every error (with its key path and a hint) rather than stopping at the first.
+//!
+//! Layout: this file holds the error collector and `[server]`, `[audit]`, `[auth]`,
+//! `[cluster]`; `provider.rs` the providers; `route.rs` routes and targets; `policy.rs` the
+//! route policies and their `[defaults]` merge; `interp.rs` the `${VAR}` syntax.
+
+mod interp;
+mod policy;
+mod provider;
+mod route;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::file::{RawAudit, RawAuth, RawCluster, RawConfig, RawServer};
+use super::{
+    parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig, ClusterConfig, Config,
+    ConfigError, ConfigErrors, ServerConfig,
+};
+
+/// Built-in `[server]` values.
+const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+const DEFAULT_MAX_BODY: &str = "8MiB";
+
+/// Hint shared by every duration error.
+pub(super) const DURATION_HINT: &str =
+    "durations are strings with a unit, like \"800ms\", \"30s\", \"20m\", \"2h\"";
+
+/// Validate a parsed file into a [`Config`]; `env` resolves `${VAR}` references.
+pub(super) fn validate(
+    raw: RawConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    let mut ctx = Ctx { env, errors: Vec::new() };
+    let server = server(&mut ctx, &raw.server.unwrap_or_default());
+    let providers = provider::providers(&mut ctx, &raw.providers);
+    let routes = route::routes(&mut ctx, &raw.routes, raw.defaults.as_ref(), &providers);
+    let audit = audit(&mut ctx, &raw.audit.unwrap_or_default());
+    let auth = raw.auth.map(|a| auth(&mut ctx, &a));
+    let cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
+    if !ctx.errors.is_empty() {
+        return Err(ConfigErrors(ctx.errors));
+    }
+    Ok(Config {
+        server,
+        providers: providers.list,
+        routes,
+        audit,
+        auth,
+        cluster,
+    })
+}
+
+/// Collects errors and resolves `${VAR}` references.
+pub(super) struct Ctx<'e> {
+    env: &'e dyn Fn(&str) -> Option<String>,
+    errors: Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    /// Record an error. An identical error (same path and message) is recorded once: a bad
+    /// `[defaults]` value is seen again by every route that inherits it.
+    pub(super) fn error(
+        &mut self,
+        path: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        let error = ConfigError {
+            path: path.into(),
+            message: message.into(),
+            hint: Some(hint.into()),
+        };
+        if !self.errors.contains(&error) {
+            self.errors.push(error);
+        }
+    }
+
+    /// A string value with its `${VAR}` references resolved; `None` (and errors) if one is
+    /// unset or malformed.
+    pub(super) fn text(&mut self, path: &str, raw: &str) -> Option<String> {
+        match interp::interpolate(raw, self.env) {
+            Ok(value) => Some(value),
+            Err(problems) => {
+                for (message, hint) in problems {
+                    self.error(path, message, hint);
+                }
+                None
+            }
+        }
+    }
+
+    /// A duration value; `positive` rejects zero.
+    pub(super) fn duration(&mut self, path: &str, raw: &str, positive: bool) -> Option<Duration> {
+        let text = self.text(path, raw)?;
+        match parse_duration(&text) {
+            Ok(d) if positive && d.is_zero() => {
+                self.error(path, "must be greater than 0s", DURATION_HINT);
+                None
+            }
+            Ok(d) => Some(d),
+            Err(message) => {
+                self.error(path, message, DURATION_HINT);
+                None
+            }
+        }
+    }
+}
+
+fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
+    let listen_raw = raw.listen.as_deref().unwrap_or(DEFAULT_LISTEN);
+    let listen = ctx
+        .text("server.listen", listen_raw)
+        .and_then(|text| match text.parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                ctx.error(
+                    "server.listen",
+                    format!("`{text}` is not an IP address and port"),
+                    "write e.g. \"127.0.0.1:8080\", or \"0.0.0.0:8080\" to listen on all interfaces",
+                );
+                None
+            }
+        });
+    let size_raw = raw.max_body.as_deref().unwrap_or(DEFAULT_MAX_BODY);
+    let max_body = ctx
+        .text("server.max_body", size_raw)
+        .and_then(|text| match parse_size(&text) {
+            Ok(0) => {
+                ctx.error("server.max_body", "must be greater than 0", SIZE_HINT);
+                None
+            }
+            Ok(n) => Some(n),
+            Err(message) => {
+                ctx.error("server.max_body", message, SIZE_HINT);
+                None
+            }
+        });
+    ServerConfig {
+        listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
+        max_body: max_body.unwrap_or(8 << 20),
+    }
+}
+
+const SIZE_HINT: &str = "sizes look like \"8MiB\", \"512KiB\", \"1MB\" or a number of bytes";
+
+fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
+    const HINT: &str = "use \"sqlite://FILE\", \"postgres://USER:PASS@HOST/DB\" or \"off\"";
+    let default = AuditConfig::default();
+    let store = match &raw.store {
+        None => default.store,
+        Some(store) => match ctx.text("audit.store", store) {
+            None => default.store,
+            Some(url) if url == "off" => AuditStore::Off,
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                AuditStore::Postgres(url)
+            }
+            Some(url) => {
+                let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"));
+                match path {
+                    Some(path) if !path.is_empty() => AuditStore::Sqlite(path.to_owned()),
+                    Some(_) => {
+                        ctx.error("audit.store", "the sqlite store needs a file name", HINT);
+                        default.store
+                    }
+                    None => {
+                        // The value may be a URL with a password: name only its scheme.
+                        let scheme = url.split_once(':').map_or("", |(s, _)| s);
+                        ctx.error(
+                            "audit.store",
+                            format!("unsupported audit store scheme `{scheme}`"),
+                            HINT,
+                        );
+                        default.store
+                    }
+                }
+            }
+        },
+    };
+    let retention = raw
+        .retention
+        .as_ref()
+        .and_then(|r| ctx.duration("audit.retention", r, true));
+    AuditConfig {
+        store,
+        bodies: raw.bodies.unwrap_or(default.bodies),
+        retention,
+    }
+}
+
+fn auth(ctx: &mut Ctx<'_>, raw: &RawAuth) -> AuthConfig {
+    let raw_keys = raw.keys.as_deref().unwrap_or_default();
+    if raw_keys.is_empty() {
+        ctx.error(
+            "auth.keys",
+            "[auth] is present but lists no keys",
+            "add keys = [\"${SWITCHYARD_CLIENT_KEY}\"], or remove [auth] to let any client in",
+        );
+    }
+    let mut keys = Vec::with_capacity(raw_keys.len());
+    for (i, key) in raw_keys.iter().enumerate() {
+        let path = format!("auth.keys[{i}]");
+        match ctx.text(&path, key) {
+            Some(k) if k.is_empty() => ctx.error(
+                path,
+                "client key is empty",
+                "set the environment variable to a non-empty key",
+            ),
+            Some(k) => keys.push(k),
+            None => {}
+        }
+    }
+    AuthConfig { keys }
+}
+
+fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
+    const HINT: &str = "write redis = \"redis://HOST:6379\" (or rediss:// for TLS)";
+    let redis = match &raw.redis {
+        None => {
+            ctx.error("cluster.redis", "redis is required in [cluster]", HINT);
+            String::new()
+        }
+        Some(raw) => match ctx.text("cluster.redis", raw) {
+            Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => url,
+            Some(_) => {
+                ctx.error("cluster.redis", "not a redis:// or rediss:// URL", HINT);
+                String::new()
+            }
+            None => String::new(),
+        },
+    };
+    ClusterConfig { redis }
+}

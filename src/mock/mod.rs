@@ -1,0 +1,121 @@
+//! The fault-injecting mock provider.
+//!
+//! A provider impostor for the demo, the tests and the load benchmarks: it speaks the provider
+//! wire formats and misbehaves exactly as its [`FaultPlan`] says (error statuses and rates,
+//! latency and heavy tails, stalls, 429 with `Retry-After`, mid-stream cuts and stalls, in-band
+//! errors, malformed bodies), reproducibly (seeded), and it answers with a [`canonical_text`]
+//! that lets a test check every word a client received. The same code runs in-process
+//! ([`MockServer`]) and as a server (`switchyard mock`, [`serve`]).
+//!
+//! Layout:
+//! - `plan.rs`: [`FaultPlan`], the random draw and the latency of one request.
+//! - `text.rs`: the canonical answer text and its stream chunks.
+//! - `state.rs`: plans in force, counters ([`MockStats`]), recorded requests.
+//! - `stream.rs`: streamed answers with faults, for any dialect.
+//! - `openai.rs` (+ `openai/render.rs`): the OpenAI and Azure OpenAI wire format.
+//! - `control.rs`: the HTTP control API under `/mock/`.
+//! - `server.rs`: [`serve`] and [`MockServer`].
+//!
+//! A new dialect (Anthropic, Gemini) adds one file with its routes, request checks and event
+//! rendering into a `stream::Script`; plans, counters, recording and stream faults are shared.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+use axum::Router;
+use serde::{Deserialize, Serialize};
+
+mod control;
+mod openai;
+mod plan;
+mod server;
+mod state;
+mod stream;
+mod text;
+
+pub use plan::FaultPlan;
+pub use server::{serve, MockServer};
+pub use text::canonical_text;
+
+use state::MockState;
+
+/// The largest request body a mock reads: large enough for any context-length test.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// What a mock saw since it started or was last reset.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MockStats {
+    /// Wire requests received (control API calls are not counted).
+    pub requests: u64,
+    /// Requests whose response (or whole stream) the mock produced as planned, injected errors,
+    /// cuts and in-band errors included.
+    pub completed: u64,
+    /// Requests whose client went away first (while waiting, stalled or mid-stream).
+    pub cancelled: u64,
+    /// The same counts per requested model (Azure: per deployment). Requests whose model could
+    /// not be read (a body that is not JSON) are only in the totals.
+    pub by_model: BTreeMap<String, ModelCounts>,
+}
+
+/// Request counts for one model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCounts {
+    /// Wire requests received for this model.
+    pub requests: u64,
+    /// Of those, produced as planned.
+    pub completed: u64,
+    /// Of those, abandoned by the client first.
+    pub cancelled: u64,
+}
+
+/// One wire request as the mock received it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// `POST`.
+    pub method: String,
+    /// Path with the query, e.g. `/openai/deployments/d/chat/completions?api-version=2024-10-21`.
+    pub path: String,
+    /// Every header, in arrival order (keys included: this is a mock).
+    pub headers: Vec<(String, String)>,
+    /// The parsed JSON body; a body that is not JSON is kept as a JSON string.
+    pub body: serde_json::Value,
+}
+
+impl RecordedRequest {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// A fresh mock named `name`: wire endpoints and control API, answering `x-mock-name: name`.
+pub fn router(name: &str) -> Router {
+    app(MockState::new(name))
+}
+
+/// The router over an existing state (shared with a [`MockServer`]).
+fn app(state: Arc<MockState>) -> Router {
+    Router::new()
+        .merge(openai::routes())
+        .merge(control::routes())
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+async fn not_found(uri: Uri) -> Response {
+    let message = format!("Invalid URL ({})", uri.path());
+    openai::error(
+        StatusCode::NOT_FOUND,
+        &message,
+        "invalid_request_error",
+        None,
+        None,
+    )
+}

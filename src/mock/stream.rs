@@ -1,0 +1,289 @@
+//! Streamed answers with faults, independent of the wire dialect.
+//!
+//! A dialect renders its events (already framed as SSE bytes) into a [`Script`]; the plan turns the
+//! script into a list of [`Step`]s (send, wait, hang, cut); a body stream plays the steps. The
+//! request's [`RequestGuard`] lives in the body stream, so a client that goes away mid-stream
+//! drops it and is counted as cancelled.
+
+use std::collections::VecDeque;
+use std::io;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+
+use super::plan::FaultPlan;
+use super::state::RequestGuard;
+
+/// The events of one streamed answer, in a dialect's framing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Script {
+    /// Sent with the headers, before any content (OpenAI's role chunk).
+    pub(crate) head: Vec<Bytes>,
+    /// One event per content chunk: what the fault plan counts.
+    pub(crate) content: Vec<Bytes>,
+    /// After the content: finish and usage events.
+    pub(crate) tail: Vec<Bytes>,
+    /// The terminator (OpenAI's `data: [DONE]`), if the dialect has one.
+    pub(crate) done: Option<Bytes>,
+    /// The in-band error event for `inband_error_after`.
+    pub(crate) inband_error: Bytes,
+    /// The unparsable event for `malformed_chunk_at`.
+    pub(crate) malformed: Bytes,
+}
+
+/// One thing the body stream does.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Send(Bytes),
+    Wait(Duration),
+    /// Nothing more, ever: the connection stays open until the client leaves.
+    Hang,
+    /// Abort the body: hyper closes the connection without a proper end.
+    Cut,
+    /// Everything the plan asked for is out (or about to be): count the request completed.
+    /// Placed before the last event, so a client that has seen the end sees it counted.
+    Complete,
+}
+
+/// The steps that play `script` under `plan`.
+fn steps(script: Script, plan: &FaultPlan) -> VecDeque<Step> {
+    let mut out: VecDeque<Step> = script.head.into_iter().map(Step::Send).collect();
+    let count = script.content.len();
+    let mut content = script.content.into_iter();
+    for index in 0..=count {
+        if index < count {
+            let ms = if index == 0 {
+                plan.first_token_ms
+            } else {
+                plan.chunk_delay_ms
+            };
+            if ms > 0 {
+                out.push_back(Step::Wait(Duration::from_millis(ms)));
+            }
+        }
+        // Faults take the place of content chunk `index`, when it would have been sent.
+        let at = Some(u32::try_from(index).unwrap_or(u32::MAX));
+        if plan.stall_after_chunks == at {
+            out.push_back(Step::Hang);
+            return out;
+        }
+        if plan.cut_after_chunks == at {
+            out.extend([Step::Complete, Step::Cut]);
+            return out;
+        }
+        if plan.inband_error_after == at {
+            out.extend([Step::Complete, Step::Send(script.inband_error)]);
+            hold_open(&mut out, plan);
+            return out;
+        }
+        if plan.malformed_chunk_at == at {
+            out.push_back(Step::Send(script.malformed.clone()));
+        }
+        out.extend(content.next().map(Step::Send));
+    }
+    let mut last: Vec<Bytes> = script.tail;
+    if !plan.omit_done {
+        last.extend(script.done);
+    }
+    let final_event = last.pop();
+    out.extend(last.into_iter().map(Step::Send));
+    out.push_back(Step::Complete);
+    out.extend(final_event.map(Step::Send));
+    hold_open(&mut out, plan);
+    out
+}
+
+fn hold_open(out: &mut VecDeque<Step>, plan: &FaultPlan) {
+    if plan.hold_open_ms > 0 {
+        out.push_back(Step::Wait(Duration::from_millis(plan.hold_open_ms)));
+    }
+}
+
+/// What the body stream carries between polls.
+struct Playback {
+    steps: VecDeque<Step>,
+    guard: RequestGuard,
+}
+
+/// The next chunk of the body, running waits, hangs and completion marks on the way.
+async fn next(mut playback: Playback) -> Option<(io::Result<Bytes>, Playback)> {
+    loop {
+        match playback.steps.pop_front() {
+            Some(Step::Send(bytes)) => return Some((Ok(bytes), playback)),
+            Some(Step::Wait(duration)) => tokio::time::sleep(duration).await,
+            Some(Step::Hang) => std::future::pending::<()>().await,
+            Some(Step::Cut) => {
+                let cut =
+                    io::Error::new(io::ErrorKind::ConnectionAborted, "mock: cut_after_chunks");
+                return Some((Err(cut), playback));
+            }
+            Some(Step::Complete) => playback.guard.complete(),
+            None => {
+                playback.guard.complete();
+                return None;
+            }
+        }
+    }
+}
+
+/// A `200 text/event-stream` response playing `script` under `plan`.
+pub(crate) fn response(script: Script, plan: &FaultPlan, guard: RequestGuard) -> Response {
+    let playback = Playback {
+        steps: steps(script, plan),
+        guard,
+    };
+    let body = Body::from_stream(futures_util::stream::unfold(playback, next));
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::OK;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::mock::state::MockState;
+    use futures_util::StreamExt as _;
+    use tokio::time::Instant;
+
+    fn script(words: usize) -> Script {
+        let event = |s: String| Bytes::from(s);
+        Script {
+            head: vec![event("role".into())],
+            content: (0..words).map(|i| event(format!("w{i}"))).collect(),
+            tail: vec![event("finish".into())],
+            done: Some(event("done".into())),
+            inband_error: event("inband".into()),
+            malformed: event("bad".into()),
+        }
+    }
+
+    fn sends(steps: &VecDeque<Step>) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Send(b) => String::from_utf8_lossy(b).into_owned(),
+                Step::Wait(d) => format!("wait{}", d.as_millis()),
+                Step::Hang => "hang".into(),
+                Step::Cut => "cut".into(),
+                Step::Complete => "complete".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn healthy_script() {
+        let plan = FaultPlan {
+            first_token_ms: 5,
+            chunk_delay_ms: 1,
+            ..FaultPlan::default()
+        };
+        let got = sends(&steps(script(2), &plan));
+        assert_eq!(
+            got,
+            ["role", "wait5", "w0", "wait1", "w1", "finish", "complete", "done"]
+        );
+    }
+
+    #[test]
+    fn faults_replace_the_nth_chunk() {
+        let cut = FaultPlan {
+            cut_after_chunks: Some(1),
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            sends(&steps(script(3), &cut)),
+            ["role", "w0", "complete", "cut"]
+        );
+        let stall = FaultPlan {
+            stall_after_chunks: Some(0),
+            ..FaultPlan::default()
+        };
+        assert_eq!(sends(&steps(script(3), &stall)), ["role", "hang"]);
+        let inband = FaultPlan {
+            inband_error_after: Some(3),
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            sends(&steps(script(3), &inband)),
+            ["role", "w0", "w1", "w2", "complete", "inband"]
+        );
+        let bad = FaultPlan {
+            malformed_chunk_at: Some(1),
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            sends(&steps(script(2), &bad)),
+            ["role", "w0", "bad", "w1", "finish", "complete", "done"]
+        );
+        let no_done = FaultPlan {
+            omit_done: true,
+            hold_open_ms: 9,
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            sends(&steps(script(1), &no_done)),
+            ["role", "w0", "complete", "finish", "wait9"]
+        );
+        let late = FaultPlan {
+            cut_after_chunks: Some(7),
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            sends(&steps(script(1), &late)).last().map(String::as_str),
+            Some("done")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn playback_keeps_time_and_counts() {
+        let state = MockState::new("m");
+        let plan = FaultPlan {
+            first_token_ms: 300,
+            chunk_delay_ms: 50,
+            ..FaultPlan::default()
+        };
+        let playback = Playback {
+            steps: steps(script(3), &plan),
+            guard: state.begin(None),
+        };
+        let start = Instant::now();
+        let mut stream = Box::pin(futures_util::stream::unfold(playback, next));
+        let mut times = Vec::new();
+        while let Some(item) = stream.next().await {
+            item.unwrap();
+            times.push(start.elapsed().as_millis());
+        }
+        assert_eq!(times, [0, 300, 350, 400, 400, 400]);
+        assert_eq!(state.stats().completed, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_mid_stream_is_cancelled() {
+        let state = MockState::new("m");
+        let plan = FaultPlan {
+            stall_after_chunks: Some(1),
+            ..FaultPlan::default()
+        };
+        let playback = Playback {
+            steps: steps(script(3), &plan),
+            guard: state.begin(None),
+        };
+        let mut stream = Box::pin(futures_util::stream::unfold(playback, next));
+        assert!(stream.next().await.is_some());
+        assert!(stream.next().await.is_some());
+        let hung = tokio::time::timeout(Duration::from_secs(3600), stream.next()).await;
+        assert!(hung.is_err());
+        drop(stream);
+        let stats = state.stats();
+        assert_eq!((stats.completed, stats.cancelled), (0, 1));
+    }
+}

@@ -1,0 +1,92 @@
+//! Upstream providers: one [`Provider`] per `[[providers]]` entry, holding its pooled HTTP
+//! client and credentials, and the per-kind translation of a target into a URL and auth header.
+//!
+//! The provider files hold translation only; the failover loop lives in `routing`.
+
+mod azure;
+mod client;
+mod openai;
+
+use std::sync::Arc;
+
+use http::{HeaderName, HeaderValue};
+
+use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
+
+pub use self::client::build_client;
+
+/// A configured upstream API account with its connection pool.
+#[derive(Debug)]
+pub struct Provider {
+    pub config: Arc<ProviderConfig>,
+    pub client: reqwest::Client,
+    /// The credential header, marked sensitive so it never shows in debug output.
+    auth: Option<(HeaderName, HeaderValue)>,
+}
+
+/// Errors building a provider from its config.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("provider {provider}: {message}")]
+    Invalid { provider: String, message: String },
+}
+
+impl Provider {
+    /// Build the client and credential header for one provider.
+    pub fn new(config: Arc<ProviderConfig>) -> Result<Provider, ProviderError> {
+        let invalid = |message: String| ProviderError::Invalid {
+            provider: config.name.clone(),
+            message,
+        };
+        let client = build_client(&config).map_err(|e| invalid(format!("HTTP client: {e}")))?;
+        let auth = match &config.api_key {
+            None => None,
+            Some(key) => {
+                let (name, value) = match config.kind {
+                    ProviderKind::Azure => azure::auth_header(key),
+                    ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::auth_header(key),
+                    ProviderKind::Anthropic | ProviderKind::Gemini => {
+                        return Err(invalid(format!(
+                            "kind {} is not served yet in this version",
+                            config.kind.as_str()
+                        )))
+                    }
+                };
+                let mut value = HeaderValue::from_str(&value)
+                    .map_err(|_| invalid("api_key contains characters not allowed in a header".into()))?;
+                value.set_sensitive(true);
+                Some((name, value))
+            }
+        };
+        Ok(Provider {
+            config,
+            client,
+            auth,
+        })
+    }
+
+    /// The chat completions URL for one target of this provider.
+    pub fn chat_url(&self, target: &TargetConfig) -> Result<reqwest::Url, ProviderError> {
+        let url = match self.config.kind {
+            ProviderKind::Azure => azure::chat_url(&self.config, &target.model),
+            _ => openai::chat_url(&self.config),
+        };
+        reqwest::Url::parse(&url).map_err(|e| ProviderError::Invalid {
+            provider: self.config.name.clone(),
+            message: format!("bad URL {url}: {e}"),
+        })
+    }
+
+    /// Start a POST of a JSON body to `url` with this provider's credentials.
+    pub fn post(&self, url: &reqwest::Url, body: Vec<u8>) -> reqwest::RequestBuilder {
+        let mut req = self
+            .client
+            .post(url.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        if let Some((name, value)) = &self.auth {
+            req = req.header(name.clone(), value.clone());
+        }
+        req
+    }
+}

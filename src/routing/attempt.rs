@@ -1,0 +1,114 @@
+//! One upstream call. Every way it can fail is classified here, where it is born, into an
+//! [`AttemptError`]; the failover loop never looks at messages or transport details.
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use super::failover::{error_code, parse_retry_after, AttemptError};
+use super::stream::{ChunkAction, ChunkTracker, Committed};
+use super::Target;
+use crate::api::sse::SseDecoder;
+
+fn transport_error(e: &reqwest::Error) -> AttemptError {
+    if e.is_connect() {
+        AttemptError::Connect
+    } else {
+        AttemptError::Reset
+    }
+}
+
+/// Send the request and wait for a success status; error statuses are read whole.
+async fn send(target: &Target, body: Vec<u8>) -> Result<reqwest::Response, AttemptError> {
+    let resp = target
+        .provider
+        .post(&target.url, body)
+        .send()
+        .await
+        .map_err(|e| transport_error(&e))?;
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let retry_after = parse_retry_after(resp.headers());
+    let body = resp.bytes().await.unwrap_or_default();
+    Err(AttemptError::Status {
+        status,
+        retry_after,
+        code: error_code(&body),
+        body,
+    })
+}
+
+/// A non-streamed answer: the body must be a chat completion (a `choices` field), else the reply
+/// is malformed and another target is asked.
+pub async fn call_full(target: &Target, body: Vec<u8>, deadline: Instant) -> Result<Bytes, AttemptError> {
+    #[derive(Deserialize)]
+    struct Completion<'a> {
+        #[serde(borrow)]
+        #[allow(dead_code, reason = "only its presence is checked")]
+        choices: &'a RawValue,
+    }
+    let call = async {
+        let resp = send(target, body).await?;
+        let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+        serde_json::from_slice::<Completion<'_>>(&bytes).map_err(|_| AttemptError::Malformed)?;
+        Ok(bytes)
+    };
+    tokio::time::timeout_at(deadline, call)
+        .await
+        .unwrap_or(Err(AttemptError::Timeout))
+}
+
+/// A streamed answer, read up to its commit point (the first content). Until then nothing has
+/// reached the client, so any failure here can still move to another target.
+pub async fn call_stream(
+    target: &Target,
+    body: Vec<u8>,
+    client_wants_usage: bool,
+    first_token_deadline: Instant,
+) -> Result<Committed, AttemptError> {
+    let call = async {
+        let resp = send(target, body).await?;
+        let is_sse = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !is_sse {
+            return Err(AttemptError::Malformed);
+        }
+        let mut upstream = resp.bytes_stream().boxed();
+        let mut decoder = SseDecoder::new();
+        let mut tracker = ChunkTracker::new(client_wants_usage);
+        let mut head = Vec::new();
+        loop {
+            while let Some(ev) = decoder.next_event() {
+                match tracker.on_event(&ev) {
+                    ChunkAction::Forward(bytes) => head.push(bytes),
+                    ChunkAction::Skip => {}
+                    ChunkAction::Done => return Err(AttemptError::EmptyStream),
+                    ChunkAction::Error(message) => return Err(AttemptError::InBand { message }),
+                }
+                if tracker.committed {
+                    return Ok(Committed {
+                        upstream,
+                        decoder,
+                        tracker,
+                        head,
+                    });
+                }
+            }
+            match upstream.next().await {
+                Some(Ok(bytes)) => decoder.push(&bytes),
+                Some(Err(e)) => return Err(transport_error(&e)),
+                None => return Err(AttemptError::EmptyStream),
+            }
+        }
+    };
+    tokio::time::timeout_at(first_token_deadline, call)
+        .await
+        .unwrap_or(Err(AttemptError::FirstTokenTimeout))
+}

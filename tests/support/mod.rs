@@ -1,0 +1,147 @@
+//! Shared test harness: a gateway and mock providers on 127.0.0.1:0, in this process.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+
+use switchyard::config::Config;
+use switchyard::mock::MockServer;
+use tokio::sync::oneshot;
+
+/// A running gateway.
+pub struct Gateway {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Gateway {
+    /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`).
+    pub async fn start(toml: &str) -> Gateway {
+        let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
+        let config = Config::from_toml(toml, &env).unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
+        let state = switchyard::app::build_state(config).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            switchyard::app::serve(listener, state, async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        Gateway {
+            addr,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// POST a chat request to the gateway.
+    pub async fn chat(&self, body: serde_json::Value) -> reqwest::Response {
+        self.chat_with(body, &[]).await
+    }
+
+    pub async fn chat_with(&self, body: serde_json::Value, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut req = client().post(self.url("/v1/chat/completions")).json(&body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// Stop and wait for in-flight requests to drain.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().build().unwrap()
+}
+
+/// Start `n` mocks named mock0, mock1, ...
+pub async fn mocks(n: usize) -> Vec<MockServer> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        out.push(MockServer::spawn(&format!("mock{i}")).await.unwrap());
+    }
+    out
+}
+
+/// A config with one OpenAI-kind provider per mock (p0, p1, ...) and one route `chat` whose
+/// targets are `p{i}/model-{i}` in order. `failover` is extra TOML for `[routes.failover]`.
+pub fn config(mocks: &[MockServer], failover: &str) -> String {
+    config_with(mocks, failover, &vec![None; mocks.len()])
+}
+
+/// As [`config`], with a context window per target.
+pub fn config_with(mocks: &[MockServer], failover: &str, windows: &[Option<u32>]) -> String {
+    let mut s = String::from("[server]\nlisten = \"127.0.0.1:0\"\nmax_body = \"64KiB\"\n\n");
+    for (i, m) in mocks.iter().enumerate() {
+        s += &format!(
+            "[[providers]]\nname = \"p{i}\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",
+            m.base_url()
+        );
+    }
+    s += "[[routes]]\nname = \"chat\"\ntargets = [\n";
+    for (i, w) in windows.iter().enumerate() {
+        let window = w.map(|w| format!(", context_window = {w}")).unwrap_or_default();
+        s += &format!("  {{ provider = \"p{i}\", model = \"model-{i}\"{window} }},\n");
+    }
+    s += "]\n\n[routes.failover]\n";
+    s += failover;
+    s += "\n";
+    s
+}
+
+/// A minimal chat body for route `chat`.
+pub fn chat_body(stream: bool) -> serde_json::Value {
+    serde_json::json!({
+        "model": "chat",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "Say the canonical text."}]
+    })
+}
+
+/// Header value as a string.
+pub fn header(resp: &reqwest::Response, name: &str) -> String {
+    resp.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default()
+}
+
+/// The parsed `data:` payloads of an SSE body, `[DONE]` as the string "[DONE]".
+pub fn sse_events(body: &str) -> Vec<serde_json::Value> {
+    body.split("\n\n")
+        .filter_map(|ev| ev.strip_prefix("data: "))
+        .map(|d| {
+            if d == "[DONE]" {
+                serde_json::Value::String("[DONE]".into())
+            } else {
+                serde_json::from_str(d).unwrap_or(serde_json::Value::Null)
+            }
+        })
+        .collect()
+}
+
+/// The text of an OpenAI stream: its content deltas joined.
+pub fn stream_text(events: &[serde_json::Value]) -> String {
+    events
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect()
+}
+
+/// The content of a non-stream completion.
+pub fn completion_text(v: &serde_json::Value) -> String {
+    v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+}
