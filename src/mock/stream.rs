@@ -115,6 +115,8 @@ async fn next(mut playback: Playback) -> Option<(io::Result<Bytes>, Playback)> {
             Some(Step::Wait(duration)) => tokio::time::sleep(duration).await,
             Some(Step::Hang) => std::future::pending::<()>().await,
             Some(Step::Cut) => {
+                // Let hyper flush what was sent first: the client must see the chunks before the cut.
+                tokio::task::yield_now().await;
                 let cut =
                     io::Error::new(io::ErrorKind::ConnectionAborted, "mock: cut_after_chunks");
                 return Some((Err(cut), playback));

@@ -1,0 +1,123 @@
+//! Latency retries on tokio's paused clock: stalls are abandoned at their timeout and the
+//! request moves on well inside `request_timeout`. Times are virtual, so the assertions on
+//! elapsed time are exact, not performance goals.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan};
+use tokio::time::Instant;
+
+const POLICY: &str = "attempt_timeout = \"5s\"\nfirst_token_timeout = \"2s\"\nidle_timeout = \"3s\"\nrequest_timeout = \"20s\"";
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_attempt_is_abandoned_at_attempt_timeout() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    m[0].set_plan(FaultPlan {
+        stall: true,
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert!(elapsed >= Duration::from_secs(5) && elapsed < Duration::from_secs(6), "{elapsed:?}");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(completion_text(&body), canonical_text(12, 0));
+    // The abandoned call's connection was closed.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(m[0].stats().cancelled, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_token_is_a_stall() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    m[0].set_plan(FaultPlan {
+        first_token_ms: 60_000,
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(true)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_goes_quiet_after_the_first_token_ends_with_an_error() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, &format!("{POLICY}\nmid_stream = \"error\""))).await;
+    m[0].set_plan(FaultPlan {
+        stall_after_chunks: Some(2),
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(true)).await;
+    let events = sse_events(&resp.text().await.unwrap());
+    let elapsed = t0.elapsed();
+    assert!(elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert_eq!(stream_text(&events), "alpha-1 bravo-2");
+    assert_eq!(events.last().unwrap()["error"]["code"], "stream_interrupted");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(m[0].stats().cancelled, 1, "the stalled upstream is closed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_without_done_is_closed_promptly() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    m[0].set_plan(FaultPlan {
+        omit_done: true,
+        hold_open_ms: 600_000,
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(true)).await;
+    let events = sse_events(&resp.text().await.unwrap());
+    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+    assert_eq!(events.last().unwrap(), "[DONE]");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_request_deadline_ends_the_path_with_504() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    for mock in &m {
+        mock.set_plan(FaultPlan {
+            stall: true,
+            ..Default::default()
+        });
+    }
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 504);
+    assert_eq!(t0.elapsed().as_secs(), 15, "three attempts of 5 s each");
+    let body: Value = resp.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("p2/model-2: timeout"), "{body}");
+
+    // The client's own deadline is shorter.
+    let t0 = Instant::now();
+    let resp = gw.chat_with(chat_body(false), &[("x-switchyard-timeout", "7s")]).await;
+    assert_eq!(resp.status(), 504);
+    assert_eq!(t0.elapsed().as_secs(), 7);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bad_timeout_header_is_a_client_error() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    let resp = gw.chat_with(chat_body(false), &[("x-switchyard-timeout", "soon")]).await;
+    assert_eq!(resp.status(), 400);
+    assert_eq!(m[0].stats().requests, 0);
+}
