@@ -42,7 +42,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
     let app = router(state);
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
     Ok(())
 }
 
@@ -86,7 +88,9 @@ pub async fn watch_config(state: AppState, path: PathBuf) {
         };
         match reload(&state, &path) {
             Ok(()) => tracing::info!(reason, path = %path.display(), "configuration reloaded"),
-            Err(e) => tracing::error!(reason, path = %path.display(), error = %e, "reload failed; keeping the running configuration"),
+            Err(e) => {
+                tracing::error!(reason, path = %path.display(), error = %e, "reload failed; keeping the running configuration")
+            }
         }
     }
 }

@@ -11,11 +11,21 @@ use switchyard::mock::canonical_text;
 async fn models_health_and_unknown_paths() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, "")).await;
-    let models: Value = client().get(gw.url("/v1/models")).send().await.unwrap().json().await.unwrap();
+    let models: Value = client()
+        .get(gw.url("/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], "chat");
     for path in ["/healthz", "/readyz"] {
-        assert_eq!(client().get(gw.url(path)).send().await.unwrap().status(), 200);
+        assert_eq!(
+            client().get(gw.url(path)).send().await.unwrap().status(),
+            200
+        );
     }
     let resp = client().get(gw.url("/v2/nothing")).send().await.unwrap();
     assert_eq!(resp.status(), 404);
@@ -28,7 +38,9 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, "")).await;
 
-    let resp = gw.chat(json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]})).await;
+    let resp = gw
+        .chat(json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]}))
+        .await;
     assert_eq!(resp.status(), 404);
     assert!(!header(&resp, "x-switchyard-request-id").is_empty());
     let body: Value = resp.json().await.unwrap();
@@ -44,10 +56,15 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
         .unwrap();
     assert_eq!(resp.status(), 400);
     let body: Value = resp.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("not valid JSON"));
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not valid JSON"));
 
     let big = "x".repeat(70 * 1024); // max_body is 64KiB in the test config
-    let resp = gw.chat(json!({"model": "chat", "messages": [{"role": "user", "content": big}]})).await;
+    let resp = gw
+        .chat(json!({"model": "chat", "messages": [{"role": "user", "content": big}]}))
+        .await;
     assert_eq!(resp.status(), 413);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "request_too_large");
@@ -72,7 +89,11 @@ async fn unknown_fields_pass_through_and_the_model_is_rewritten() {
     let mut expected = body;
     expected["model"] = json!("model-0");
     assert_eq!(sent.body, expected);
-    let auth = sent.headers.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.as_str());
+    let auth = sent
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .map(|(_, v)| v.as_str());
     assert_eq!(auth, Some("Bearer sk-test-secret"));
 }
 
@@ -98,8 +119,15 @@ async fn azure_targets_use_the_deployment_url_key_header_and_api_version() {
     assert_eq!(completion_text(&body), canonical_text(12, 0));
     assert_eq!(body["model"], "gpt-4o-prod");
     let sent = &m[1].requests()[0];
-    assert_eq!(sent.path, "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21");
-    let key = sent.headers.iter().find(|(k, _)| k == "api-key").map(|(_, v)| v.as_str());
+    assert_eq!(
+        sent.path,
+        "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
+    );
+    let key = sent
+        .headers
+        .iter()
+        .find(|(k, _)| k == "api-key")
+        .map(|(_, v)| v.as_str());
     assert_eq!(key, Some("sk-test-secret"));
     assert!(sent.headers.iter().all(|(k, _)| k != "authorization"));
 }

@@ -30,19 +30,44 @@ fn example_providers_resolve_with_secrets() {
     let providers: Vec<_> = config
         .providers
         .iter()
-        .map(|p| (p.name.as_str(), p.kind, p.base_url.as_str(), p.api_key.as_deref()))
+        .map(|p| {
+            (
+                p.name.as_str(),
+                p.kind,
+                p.base_url.as_str(),
+                p.api_key.as_deref(),
+            )
+        })
         .collect();
     assert_eq!(
         providers,
         [
-            ("openai", ProviderKind::OpenAi, "https://api.openai.com/v1", Some("sk-test-openai")),
-            ("azure", ProviderKind::Azure, "https://example.openai.azure.com", Some("az-test-key")),
-            ("anthropic", ProviderKind::Anthropic, "https://api.anthropic.com", Some("sk-ant-test")),
+            (
+                "openai",
+                ProviderKind::OpenAi,
+                "https://api.openai.com/v1",
+                Some("sk-test-openai")
+            ),
+            (
+                "azure",
+                ProviderKind::Azure,
+                "https://example.openai.azure.com",
+                Some("az-test-key")
+            ),
+            (
+                "anthropic",
+                ProviderKind::Anthropic,
+                "https://api.anthropic.com",
+                Some("sk-ant-test")
+            ),
         ]
     );
     assert_eq!(config.providers[1].api_version, "2024-10-21");
     assert_eq!(config.providers[0].connect_timeout, Duration::from_secs(2));
-    assert_eq!(config.audit.store, AuditStore::Sqlite("switchyard-audit.db".into()));
+    assert_eq!(
+        config.audit.store,
+        AuditStore::Sqlite("switchyard-audit.db".into())
+    );
     assert!(config.auth.is_none() && config.cluster.is_none());
 }
 
@@ -54,7 +79,14 @@ fn example_routes_resolve_targets_in_order() {
 
     let gpt = config.route("gpt-4o").unwrap();
     let ids: Vec<_> = gpt.targets.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["openai/gpt-4o", "azure/gpt-4o-prod", "anthropic/claude-sonnet-4-5"]);
+    assert_eq!(
+        ids,
+        [
+            "openai/gpt-4o",
+            "azure/gpt-4o-prod",
+            "anthropic/claude-sonnet-4-5"
+        ]
+    );
     assert_eq!(gpt.targets[1].model, "gpt-4o-prod");
     assert_eq!(gpt.targets[1].provider.kind, ProviderKind::Azure);
     let windows: Vec<_> = gpt.targets.iter().map(|t| t.context_window).collect();
@@ -83,7 +115,10 @@ fn example_defaults_apply_and_routes_override_key_by_key() {
     assert_eq!(claude.failover.max_attempts.get(), 2);
     assert_eq!(claude.failover.first_token_timeout, Duration::from_secs(5));
     assert_eq!(claude.failover.mid_stream, MidStream::Error);
-    assert_eq!(claude.hedge.delay, HedgeDelay::Fixed(Duration::from_millis(800)));
+    assert_eq!(
+        claude.hedge.delay,
+        HedgeDelay::Fixed(Duration::from_millis(800))
+    );
     // ... while the keys it does not set still come from [defaults].
     assert_eq!(claude.failover.attempt_timeout, Duration::from_secs(30));
     assert_eq!(claude.failover.request_timeout, Duration::from_secs(120));
@@ -96,10 +131,24 @@ fn example_defaults_apply_and_routes_override_key_by_key() {
 fn example_needs_every_secret_and_names_each_missing_one() {
     let err = Config::from_toml(EXAMPLE, &|_| None).unwrap_err();
     let paths: Vec<_> = err.0.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(paths, ["providers[0].api_key", "providers[1].api_key", "providers[2].api_key"]);
+    assert_eq!(
+        paths,
+        [
+            "providers[0].api_key",
+            "providers[1].api_key",
+            "providers[2].api_key"
+        ]
+    );
     let text = err.to_string();
-    for var in ["OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
-        assert!(text.contains(&format!("environment variable {var} is not set")), "{text}");
+    for var in [
+        "OPENAI_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ] {
+        assert!(
+            text.contains(&format!("environment variable {var} is not set")),
+            "{text}"
+        );
     }
 }
 

@@ -33,7 +33,10 @@ async fn each_failover_status_moves_to_the_next_target() {
         assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
         let body = json(resp).await;
         assert_eq!(completion_text(&body), canonical_text(12, 0));
-        assert_eq!(body["model"], "model-1", "the response names the model that answered");
+        assert_eq!(
+            body["model"], "model-1",
+            "the response names the model that answered"
+        );
         assert_eq!(m[0].stats().requests, 1, "status {status}");
         assert_eq!(m[1].stats().requests, 1, "status {status}");
     }
@@ -56,7 +59,12 @@ async fn a_healthy_primary_serves_alone() {
 async fn client_errors_are_returned_as_they_are() {
     let m = mocks(2).await;
     let gw = Gateway::start(&config(&m, "")).await;
-    for (status, code) in [(400, None), (413, None), (422, None), (400, Some("content_filter"))] {
+    for (status, code) in [
+        (400, None),
+        (413, None),
+        (422, None),
+        (400, Some("content_filter")),
+    ] {
         m[0].reset();
         m[0].set_plan(FaultPlan {
             status: Some(status),
@@ -79,7 +87,10 @@ async fn client_errors_are_returned_as_they_are() {
 async fn a_refused_connection_is_retried_once_then_fails_over() {
     let m = mocks(1).await;
     // A port with nothing listening: bind, read the port, close.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let toml = format!(
         "[[providers]]\nname = \"dead\"\nkind = \"openai\"\nbase_url = \"http://{dead}/v1\"\n\n\
          [[providers]]\nname = \"live\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
@@ -90,7 +101,11 @@ async fn a_refused_connection_is_retried_once_then_fails_over() {
     let resp = gw.chat(chat_body(false)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "live/b");
-    assert_eq!(header(&resp, "x-switchyard-attempts"), "3", "dead twice (never reached), then live");
+    assert_eq!(
+        header(&resp, "x-switchyard-attempts"),
+        "3",
+        "dead twice (never reached), then live"
+    );
     assert_eq!(m[0].stats().requests, 1);
 }
 
@@ -125,7 +140,10 @@ async fn max_attempts_caps_the_path_and_the_error_lists_it() {
     assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
     let body = json(resp).await;
     let msg = body["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("p0/model-0: 503") && msg.contains("p1/model-1: 500"), "{msg}");
+    assert!(
+        msg.contains("p0/model-0: 503") && msg.contains("p1/model-1: 500"),
+        "{msg}"
+    );
     assert_eq!(body["error"]["code"], "upstream_failed");
     assert_eq!(m[2].stats().requests, 0);
 }
@@ -172,7 +190,11 @@ async fn a_short_retry_after_is_waited_out_on_the_same_target() {
     // Retry-After fits the wait: the same target is tried once more, then the backup serves.
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
-    assert_eq!(m[0].stats().requests, 2, "waited and retried the same target once");
+    assert_eq!(
+        m[0].stats().requests,
+        2,
+        "waited and retried the same target once"
+    );
     assert_eq!(m[1].stats().requests, 1);
 }
 
@@ -197,7 +219,9 @@ async fn failover_off_makes_exactly_one_attempt() {
     let m = mocks(2).await;
     let gw = Gateway::start(&config(&m, "")).await;
     m[0].set_plan(failing(503));
-    let resp = gw.chat_with(chat_body(false), &[("x-switchyard-failover", "off")]).await;
+    let resp = gw
+        .chat_with(chat_body(false), &[("x-switchyard-failover", "off")])
+        .await;
     assert_eq!(resp.status(), 503);
     assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
     assert_eq!(m[1].stats().requests, 0);

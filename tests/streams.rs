@@ -36,7 +36,9 @@ async fn a_healthy_stream_passes_through_whole() {
     assert_eq!(stream_text(&events), canonical_text(12, 0));
     assert!(done(&events));
     assert!(
-        events.iter().all(|e| e.get("usage").is_none_or(Value::is_null)),
+        events
+            .iter()
+            .all(|e| e.get("usage").is_none_or(Value::is_null)),
         "no usage chunk the client did not ask for"
     );
     // Upstream was asked for usage anyway (accounting).
@@ -81,7 +83,11 @@ async fn errors_before_the_first_token_fail_over() {
         m[0].set_plan(plan.clone());
         let (resp, events) = stream(&gw, chat_body(true)).await;
         assert_eq!(resp.status(), 200, "{plan:?}");
-        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1", "{plan:?}");
+        assert_eq!(
+            header(&resp, "x-switchyard-target"),
+            "p1/model-1",
+            "{plan:?}"
+        );
         assert_eq!(stream_text(&events), canonical_text(12, 0), "{plan:?}");
         assert!(done(&events));
         assert_eq!(m[1].stats().requests, 1);
@@ -99,8 +105,14 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
     let (resp, events) = stream(&gw, chat_body(true)).await;
     assert_eq!(resp.status(), 200, "headers went out at the first token");
     let text = stream_text(&events);
-    assert!(canonical_text(12, 0).starts_with(&text) && text.split(' ').count() == 3, "{text}");
-    assert!(!done(&events), "a broken stream must not end like a complete one");
+    assert!(
+        canonical_text(12, 0).starts_with(&text) && text.split(' ').count() == 3,
+        "{text}"
+    );
+    assert!(
+        !done(&events),
+        "a broken stream must not end like a complete one"
+    );
     let finish: Vec<_> = events
         .iter()
         .filter_map(|e| e["choices"][0]["finish_reason"].as_str())
@@ -108,7 +120,10 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
     assert_eq!(finish, ["error"]);
     let err = events.last().unwrap();
     assert_eq!(err["error"]["code"], "stream_interrupted");
-    assert!(err["error"]["message"].as_str().unwrap().contains("p0/model-0"));
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("p0/model-0"));
 }
 
 #[tokio::test]
@@ -121,8 +136,14 @@ async fn an_in_band_error_after_the_first_token_is_reported() {
     });
     let (_, events) = stream(&gw, chat_body(true)).await;
     assert!(!done(&events));
-    assert_eq!(events.last().unwrap()["error"]["code"], "stream_interrupted");
-    assert!(events.last().unwrap()["error"]["message"].as_str().unwrap().contains("Overloaded"));
+    assert_eq!(
+        events.last().unwrap()["error"]["code"],
+        "stream_interrupted"
+    );
+    assert!(events.last().unwrap()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Overloaded"));
 }
 
 #[tokio::test]
@@ -134,7 +155,10 @@ async fn a_malformed_chunk_is_skipped_and_the_stream_goes_on() {
         ..Default::default()
     });
     let (_, events) = stream(&gw, chat_body(true)).await;
-    assert!(events.iter().all(|e| !e.is_null()), "the bad chunk is not forwarded");
+    assert!(
+        events.iter().all(|e| !e.is_null()),
+        "the bad chunk is not forwarded"
+    );
     assert_eq!(stream_text(&events), canonical_text(12, 0));
     assert!(done(&events));
 }

@@ -27,7 +27,10 @@ async fn a_stalled_attempt_is_abandoned_at_attempt_timeout() {
     let elapsed = t0.elapsed();
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
-    assert!(elapsed >= Duration::from_secs(5) && elapsed < Duration::from_secs(6), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(5) && elapsed < Duration::from_secs(6),
+        "{elapsed:?}"
+    );
     let body: Value = resp.json().await.unwrap();
     assert_eq!(completion_text(&body), canonical_text(12, 0));
     // The abandoned call's connection was closed.
@@ -47,7 +50,10 @@ async fn a_slow_first_token_is_a_stall() {
     let resp = gw.chat(chat_body(true)).await;
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
     let elapsed = t0.elapsed();
-    assert!(elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(3), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
     let events = sse_events(&resp.text().await.unwrap());
     assert_eq!(stream_text(&events), canonical_text(12, 0));
 }
@@ -64,9 +70,15 @@ async fn a_stream_that_goes_quiet_after_the_first_token_ends_with_an_error() {
     let resp = gw.chat(chat_body(true)).await;
     let events = sse_events(&resp.text().await.unwrap());
     let elapsed = t0.elapsed();
-    assert!(elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
     assert_eq!(stream_text(&events), "alpha-1 bravo-2");
-    assert_eq!(events.last().unwrap()["error"]["code"], "stream_interrupted");
+    assert_eq!(
+        events.last().unwrap()["error"]["code"],
+        "stream_interrupted"
+    );
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert_eq!(m[0].stats().cancelled, 1, "the stalled upstream is closed");
 }
@@ -103,11 +115,19 @@ async fn the_request_deadline_ends_the_path_with_504() {
     assert_eq!(resp.status(), 504);
     assert_eq!(t0.elapsed().as_secs(), 15, "three attempts of 5 s each");
     let body: Value = resp.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("p2/model-2: timeout"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("p2/model-2: timeout"),
+        "{body}"
+    );
 
     // The client's own deadline is shorter.
     let t0 = Instant::now();
-    let resp = gw.chat_with(chat_body(false), &[("x-switchyard-timeout", "7s")]).await;
+    let resp = gw
+        .chat_with(chat_body(false), &[("x-switchyard-timeout", "7s")])
+        .await;
     assert_eq!(resp.status(), 504);
     assert_eq!(t0.elapsed().as_secs(), 7);
     assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
@@ -117,7 +137,9 @@ async fn the_request_deadline_ends_the_path_with_504() {
 async fn a_bad_timeout_header_is_a_client_error() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, POLICY)).await;
-    let resp = gw.chat_with(chat_body(false), &[("x-switchyard-timeout", "soon")]).await;
+    let resp = gw
+        .chat_with(chat_body(false), &[("x-switchyard-timeout", "soon")])
+        .await;
     assert_eq!(resp.status(), 400);
     assert_eq!(m[0].stats().requests, 0);
 }

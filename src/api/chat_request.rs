@@ -62,7 +62,8 @@ impl ChatRequest {
     pub fn parse(body: Bytes) -> Result<ChatRequest, RequestError> {
         let shallow: Shallow<'_> = serde_json::from_slice(&body).map_err(RequestError::Json)?;
         let model_raw = shallow.model.ok_or(RequestError::Model)?;
-        let model: String = serde_json::from_str(model_raw.get()).map_err(|_| RequestError::Model)?;
+        let model: String =
+            serde_json::from_str(model_raw.get()).map_err(|_| RequestError::Model)?;
         let messages = shallow.messages.ok_or(RequestError::Messages)?;
         if !messages.get().starts_with('[') || messages.get()[1..].trim_start().starts_with(']') {
             return Err(RequestError::Messages);
@@ -75,7 +76,8 @@ impl ChatRequest {
                 Some(raw) if raw.get() != "null" => {
                     let mut opts: serde_json::Map<String, serde_json::Value> =
                         serde_json::from_str(raw.get()).map_err(|_| RequestError::StreamOptions)?;
-                    client_wants_usage = opts.get("include_usage") == Some(&serde_json::Value::Bool(true));
+                    client_wants_usage =
+                        opts.get("include_usage") == Some(&serde_json::Value::Bool(true));
                     if !client_wants_usage {
                         opts.insert("include_usage".into(), true.into());
                         let text = serde_json::Value::Object(opts).to_string();
@@ -166,7 +168,10 @@ mod tests {
 
     #[test]
     fn streams_ask_for_usage_without_losing_client_options() {
-        let (req, out) = upstream(json!({"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}), "u");
+        let (req, out) = upstream(
+            json!({"model":"m","stream":true,"messages":[{"role":"user","content":"x"}]}),
+            "u",
+        );
         assert!(req.stream && !req.client_wants_usage);
         assert_eq!(out["stream_options"], json!({"include_usage": true}));
         assert_eq!(out["model"], json!("u"));
@@ -176,7 +181,10 @@ mod tests {
             "u",
         );
         assert!(!req.client_wants_usage);
-        assert_eq!(out["stream_options"], json!({"foo":1,"include_usage": true}));
+        assert_eq!(
+            out["stream_options"],
+            json!({"foo":1,"include_usage": true})
+        );
 
         let (req, out) = upstream(
             json!({"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}),

@@ -23,7 +23,8 @@ fn header_value(s: &str) -> HeaderValue {
 }
 
 fn with_id(mut resp: Response, id: &str) -> Response {
-    resp.headers_mut().insert(headers::REQUEST_ID, header_value(id));
+    resp.headers_mut()
+        .insert(headers::REQUEST_ID, header_value(id));
     resp
 }
 
@@ -37,7 +38,10 @@ async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
             "request_too_large",
             format!("request body is larger than the gateway's max_body ({max} bytes)"),
         )),
-        Err(_) => Err(ApiError::bad_request("body_read_error", "could not read the request body")),
+        Err(_) => Err(ApiError::bad_request(
+            "body_read_error",
+            "could not read the request body",
+        )),
     }
 }
 
@@ -61,11 +65,19 @@ fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiErr
             _ => {
                 return Err(ApiError::bad_request(
                     "invalid_header",
-                    format!("{} must be a duration such as `20s` or `800ms`", headers::TIMEOUT),
+                    format!(
+                        "{} must be a duration such as `20s` or `800ms`",
+                        headers::TIMEOUT
+                    ),
                 ))
             }
         },
-        Some(Err(_)) => return Err(ApiError::bad_request("invalid_header", "invalid timeout header")),
+        Some(Err(_)) => {
+            return Err(ApiError::bad_request(
+                "invalid_header",
+                "invalid timeout header",
+            ))
+        }
     };
     Ok((failover, timeout))
 }
@@ -80,17 +92,26 @@ pub async fn chat_completions(State(state): State<AppState>, h: HeaderMap, body:
     with_id(resp, &id)
 }
 
-async fn serve_chat(state: &AppState, h: &HeaderMap, body: Body, id: &str) -> Result<Response, ApiError> {
+async fn serve_chat(
+    state: &AppState,
+    h: &HeaderMap,
+    body: Body,
+    id: &str,
+) -> Result<Response, ApiError> {
     let (failover, timeout) = controls(h)?;
     let bytes = read_body(body, state.max_body).await?;
-    let chat = ChatRequest::parse(bytes).map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
+    let chat = ChatRequest::parse(bytes)
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let routing = state.routing.load();
     let Some(route) = routing.route(&chat.model) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",
-            format!("the model `{}` does not exist on this gateway; GET /v1/models lists them", chat.model),
+            format!(
+                "the model `{}` does not exist on this gateway; GET /v1/models lists them",
+                chat.model
+            ),
         ));
     };
     let req = Request {
@@ -105,22 +126,29 @@ async fn serve_chat(state: &AppState, h: &HeaderMap, body: Body, id: &str) -> Re
     let mut resp = match outcome.result {
         Ok(Answer::Full { body }) => {
             let mut r = Response::new(Body::from(body));
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             r
         }
         Ok(Answer::Stream { body }) => {
             let mut r = Response::new(Body::from_stream(body));
             let h = r.headers_mut();
-            h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             r
         }
         Ok(Answer::Upstream { status, body }) => {
             let mut r = Response::new(Body::from(body));
             *r.status_mut() = status;
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             r
         }
         Err(f) => ApiError::new(f.status, "upstream_error", f.code, f.message).into_response(),

@@ -50,7 +50,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let nanos = number
         .scaled(scale)
         .ok_or_else(|| format!("invalid duration `{s}`: too large"))?;
-    let secs = u64::try_from(nanos / NANOS_PER_SEC).map_err(|_| format!("invalid duration `{s}`: too large"))?;
+    let secs = u64::try_from(nanos / NANOS_PER_SEC)
+        .map_err(|_| format!("invalid duration `{s}`: too large"))?;
     // The remainder is below one second, so it always fits in u32.
     let subsec = u32::try_from(nanos % NANOS_PER_SEC).unwrap_or(0);
     Ok(Duration::new(secs, subsec))
@@ -70,8 +71,8 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
             Some(&(_, scale)) => scale,
             None => {
                 return Err(format!(
-                    "invalid size `{s}`: unknown unit `{unit}` (units: B, KB, MB, GB, KiB, MiB, GiB)"
-                ))
+                "invalid size `{s}`: unknown unit `{unit}` (units: B, KB, MB, GB, KiB, MiB, GiB)"
+            ))
             }
         }
     };
@@ -81,12 +82,16 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("invalid size `{s}`: too large"))
 }
 
-/// Format a duration in the largest unit that represents it exactly (`"30s"`, `"20m"`,
-/// `"1500ms"`), so printed values read like the config file.
+/// Format a duration the way the config file writes it: whole seconds below five minutes in
+/// seconds (`"60s"`, `"120s"`), else the largest unit that represents it exactly (`"20m"`,
+/// `"1500ms"`).
 pub fn format_duration(d: Duration) -> String {
     let nanos = d.as_nanos();
     if nanos == 0 {
         return "0s".to_owned();
+    }
+    if d.subsec_nanos() == 0 && d.as_secs() < 300 {
+        return format!("{}s", d.as_secs());
     }
     for &(unit, scale) in DURATION_UNITS.iter().rev() {
         if unit != "µs" && nanos % scale == 0 {
@@ -134,7 +139,11 @@ fn split_number(text: &str) -> Result<(Decimal, &str), String> {
     let too_large = |_| "too large".to_owned();
     let decimal = Decimal {
         int: int.parse().map_err(too_large)?,
-        frac: if frac.is_empty() { 0 } else { frac.parse().map_err(too_large)? },
+        frac: if frac.is_empty() {
+            0
+        } else {
+            frac.parse().map_err(too_large)?
+        },
         frac_digits: u32::try_from(frac.len()).unwrap_or(0),
     };
     Ok((decimal, unit.trim_start()))
@@ -215,7 +224,9 @@ mod tests {
 
     #[test]
     fn format_round_trips() {
-        for text in ["0s", "800ms", "30s", "20m", "2h", "1d", "250us", "1500ms"] {
+        for text in [
+            "0s", "800ms", "30s", "120s", "5m", "20m", "2h", "1d", "250us", "1500ms",
+        ] {
             assert_eq!(format_duration(parse_duration(text).unwrap()), text);
         }
     }

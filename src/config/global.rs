@@ -98,12 +98,18 @@ mod tests {
 
     #[test]
     fn redacts_passwords_in_urls() {
-        assert_eq!(redact_url("redis://:s3cret@db:6379/0"), "redis://:***@db:6379/0");
+        assert_eq!(
+            redact_url("redis://:s3cret@db:6379/0"),
+            "redis://:***@db:6379/0"
+        );
         assert_eq!(
             redact_url("postgres://app:s3cret@db/audit"),
             "postgres://app:***@db/audit"
         );
-        assert_eq!(redact_url("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
         let store = AuditStore::Postgres("postgres://app:s3cret@db/audit".into());
         assert!(!format!("{store:?}").contains("s3cret"));
         let cluster = ClusterConfig {

@@ -1,7 +1,12 @@
-//! Configuration: the TOML file (`file.rs`, serde shape with `deny_unknown_fields`) is parsed,
-//! then validated into a [`Config`] whose fields cannot be invalid (`validate.rs`).
+//! Configuration: the TOML file is parsed into its raw serde shape (`file/`, every table with
+//! `deny_unknown_fields`), then validated into a [`Config`] whose fields cannot be invalid
+//! (`validate/`: `${VAR}` secrets from the environment, defaults, `[defaults]` merged into each
+//! route key by key, targets resolved against providers).
 //!
-//! Every error names its key path (`routes[0].failover.attempt_timeout`) and gives a hint.
+//! Every error names its key path (`routes[0].failover.attempt_timeout`) and gives a hint, and
+//! all errors are reported together. Types: this file holds the config tree; `policy.rs` a
+//! route's policies; `global.rs` `[audit]`, `[auth]` and `[cluster]`; `duration.rs` the
+//! duration and size syntax; `table.rs` the routing table `switchyard check` prints.
 
 mod duration;
 mod file;
@@ -194,7 +199,10 @@ impl Config {
     }
 
     /// Parse and validate config text; `env` resolves `${VAR}` references.
-    pub fn from_toml(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+    pub fn from_toml(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigErrors> {
         let raw = file::parse(text)?;
         validate::validate(raw, env)
     }

@@ -49,7 +49,7 @@ async fn put_plan(State(state): State<Arc<MockState>>, body: Bytes) -> Response 
             state.set_plan(plan.clone());
             Json(plan).into_response()
         }
-        Err(response) => response,
+        Err(reason) => invalid_plan(&reason),
     }
 }
 
@@ -70,7 +70,7 @@ async fn put_model_plan(
             state.set_model_plan(&model, plan.clone());
             Json(plan).into_response()
         }
-        Err(response) => response,
+        Err(reason) => invalid_plan(&reason),
     }
 }
 
@@ -98,24 +98,25 @@ async fn reset(State(state): State<Arc<MockState>>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-/// A plan from a control body; an empty body is the default plan.
-fn parse_plan(body: &[u8]) -> Result<FaultPlan, Response> {
+/// A plan from a control body (an empty body is the default plan), or why it is not one.
+fn parse_plan(body: &[u8]) -> Result<FaultPlan, String> {
     let plan = if body.iter().all(u8::is_ascii_whitespace) {
         FaultPlan::default()
     } else {
-        serde_json::from_slice::<FaultPlan>(body).map_err(|e| invalid_plan(&e.to_string()))?
+        serde_json::from_slice::<FaultPlan>(body).map_err(|e| e.to_string())?
     };
-    plan.validate().map_err(|e| invalid_plan(&e))?;
+    plan.validate()?;
     Ok(plan)
 }
 
 fn invalid_plan(reason: &str) -> Response {
     let message = format!("invalid fault plan: {reason}");
+    let code = Some("invalid_plan");
     error(
         StatusCode::BAD_REQUEST,
         &message,
         "invalid_request_error",
-        Some("invalid_plan"),
+        code,
         None,
     )
 }

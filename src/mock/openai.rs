@@ -11,19 +11,23 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderName, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::plan::{Draw, FaultPlan};
 use super::state::MockState;
 use super::text::{canonical_text, continuation};
 use super::RecordedRequest;
+use error::{malformed_body, Rejection};
 use render::{Answer, Reply};
 
+mod error;
 mod render;
+
+pub(crate) use error::error;
 
 /// The wire endpoints of this dialect.
 pub(crate) fn routes() -> Router<Arc<MockState>> {
@@ -107,9 +111,9 @@ async fn chat(
         model: model.unwrap_or_default(),
     };
     let mut response = match decide(&plan, draw, &flavour, uri, headers, parsed) {
-        Err(early) => {
+        Err(rejection) => {
             guard.complete();
-            early
+            rejection.into_response()
         }
         Ok(request) if request.stream => {
             super::stream::response(render::script(&reply, &request), &plan, guard)
@@ -139,73 +143,42 @@ fn decide(
     uri: &Uri,
     headers: &HeaderMap,
     body: Result<Value, serde_json::Error>,
-) -> Result<Answer, Response> {
-    if let (Some(status), true) = (plan.status, draw.error) {
-        return Err(injected_error(plan, status));
+) -> Result<Answer, Rejection> {
+    if plan.status.is_some() && draw.error {
+        return Err(Rejection::injected(plan));
     }
     if matches!(flavour, Flavour::Azure { .. }) && !has_api_version(uri) {
         let message = "Resource not found: the api-version query parameter is missing";
-        return Err(error(
-            StatusCode::NOT_FOUND,
-            message,
-            "invalid_request_error",
-            Some("404"),
-            None,
-        ));
+        return Err(Rejection::not_found(message));
     }
     if let Some(key) = &plan.expect_api_key {
         if !authorized(flavour, headers, key) {
-            let message = "Incorrect API key provided.";
-            let code = Some("invalid_api_key");
-            return Err(error(
-                StatusCode::UNAUTHORIZED,
-                message,
-                "invalid_request_error",
-                code,
-                None,
-            ));
+            return Err(Rejection::invalid_api_key());
         }
     }
     let body = body.map_err(|e| {
         let message = format!("We could not parse the JSON body of your request: {e}");
-        bad_request(&message, None, None)
+        Rejection::bad_request(message, None, None)
     })?;
     if *flavour == Flavour::OpenAi && body.get("model").and_then(Value::as_str).is_none() {
-        return Err(bad_request(
-            "you must provide a model parameter",
-            None,
-            Some("model"),
-        ));
+        let message = "you must provide a model parameter";
+        return Err(Rejection::bad_request(message, None, Some("model")));
     }
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
-        return Err(bad_request(
-            "'messages' is a required property",
-            None,
-            Some("messages"),
-        ));
+        let message = "'messages' is a required property";
+        return Err(Rejection::bad_request(message, None, Some("messages")));
     };
     let prompt_tokens = estimate_tokens(messages);
     if let Some(max) = plan.max_context_tokens {
         if prompt_tokens > u64::from(max) {
-            let message = format!(
-                "This model's maximum context length is {max} tokens. However, your messages \
-                 resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
-            );
-            return Err(bad_request(
-                &message,
-                Some("context_length_exceeded"),
-                Some("messages"),
-            ));
+            return Err(Rejection::context_length(max, prompt_tokens));
         }
     }
     let prefill = prefill(messages);
     if prefill.is_some() && plan.reject_prefill {
         let message = "assistant prefill is not supported";
-        return Err(bad_request(
-            message,
-            Some("prefill_unsupported"),
-            Some("messages"),
-        ));
+        let code = Some("prefill_unsupported");
+        return Err(Rejection::bad_request(message, code, Some("messages")));
     }
     let text = canonical_text(plan.words, plan.variant);
     let text = match prefill {
@@ -269,60 +242,6 @@ fn prefill(messages: &[Value]) -> Option<&str> {
     last.get("content").and_then(Value::as_str)
 }
 
-/// The error the plan injects: `status` with an OpenAI envelope and maybe `Retry-After`.
-fn injected_error(plan: &FaultPlan, status: u16) -> Response {
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let kind = match status.as_u16() {
-        429 => "requests",
-        400..=499 => "invalid_request_error",
-        _ => "server_error",
-    };
-    let default_code = (status == StatusCode::TOO_MANY_REQUESTS).then_some("rate_limit_exceeded");
-    let code = plan.error_code.as_deref().or(default_code);
-    let reason = status.canonical_reason().unwrap_or("Error");
-    let message = format!("{reason} (injected by the mock's fault plan)");
-    let mut response = error(status, &message, kind, code, None);
-    if let Some(seconds) = plan.retry_after {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    response
-}
-
-fn bad_request(message: &str, code: Option<&str>, param: Option<&str>) -> Response {
-    error(
-        StatusCode::BAD_REQUEST,
-        message,
-        "invalid_request_error",
-        code,
-        param,
-    )
-}
-
-/// An OpenAI error envelope: `{"error":{"message","type","param","code"}}`.
-pub(crate) fn error(
-    status: StatusCode,
-    message: &str,
-    kind: &str,
-    code: Option<&str>,
-    param: Option<&str>,
-) -> Response {
-    let body = json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
-    (status, Json(body)).into_response()
-}
-
-/// A 200 that claims JSON and is not.
-fn malformed_body() -> Response {
-    let mut response =
-        "{\"id\": \"chatcmpl-mock\", \"choices\": [ this is not json".into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -332,6 +251,7 @@ fn unix_now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn estimates_tokens_from_text() {

@@ -44,7 +44,9 @@ impl Provider {
             Some(key) => {
                 let (name, value) = match config.kind {
                     ProviderKind::Azure => azure::auth_header(key),
-                    ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::auth_header(key),
+                    ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                        openai::auth_header(key)
+                    }
                     ProviderKind::Anthropic | ProviderKind::Gemini => {
                         return Err(invalid(format!(
                             "kind {} is not served yet in this version",
@@ -52,8 +54,9 @@ impl Provider {
                         )))
                     }
                 };
-                let mut value = HeaderValue::from_str(&value)
-                    .map_err(|_| invalid("api_key contains characters not allowed in a header".into()))?;
+                let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                    invalid("api_key contains characters not allowed in a header".into())
+                })?;
                 value.set_sensitive(true);
                 Some((name, value))
             }

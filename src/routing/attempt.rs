@@ -44,7 +44,11 @@ async fn send(target: &Target, body: Vec<u8>) -> Result<reqwest::Response, Attem
 
 /// A non-streamed answer: the body must be a chat completion (a `choices` field), else the reply
 /// is malformed and another target is asked.
-pub async fn call_full(target: &Target, body: Vec<u8>, deadline: Instant) -> Result<Bytes, AttemptError> {
+pub async fn call_full(
+    target: &Target,
+    body: Vec<u8>,
+    deadline: Instant,
+) -> Result<Bytes, AttemptError> {
     #[derive(Deserialize)]
     struct Completion<'a> {
         #[serde(borrow)]

@@ -80,9 +80,15 @@ const QUICK_RETRY_BASE: Duration = Duration::from_millis(50);
 pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
     let policy = &route.config.failover;
     let started = Instant::now();
-    let budget = req.timeout.map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
+    let budget = req
+        .timeout
+        .map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
     let deadline = started + budget;
-    let max_attempts = if req.failover { policy.max_attempts.get() } else { 1 };
+    let max_attempts = if req.failover {
+        policy.max_attempts.get()
+    } else {
+        1
+    };
 
     let mut path: Vec<AttemptRecord> = Vec::new();
     let mut errors: Vec<AttemptError> = Vec::new();
@@ -114,20 +120,26 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
         let upstream_body = req.chat.upstream_body(&target.config.model, None);
 
         let result = if req.chat.stream {
-            let first_token_deadline = attempt_deadline.min(attempt_start + policy.first_token_timeout);
-            call_stream(target, upstream_body, req.chat.client_wants_usage, first_token_deadline)
-                .await
-                .map(|committed| {
-                    let ctx = RelayContext {
-                        request_id: req.id.clone(),
-                        route: route.config.name.clone(),
-                        target: target.id().to_owned(),
-                        idle_timeout: policy.idle_timeout,
-                    };
-                    Answer::Stream {
-                        body: relay(committed, ctx).boxed(),
-                    }
-                })
+            let first_token_deadline =
+                attempt_deadline.min(attempt_start + policy.first_token_timeout);
+            call_stream(
+                target,
+                upstream_body,
+                req.chat.client_wants_usage,
+                first_token_deadline,
+            )
+            .await
+            .map(|committed| {
+                let ctx = RelayContext {
+                    request_id: req.id.clone(),
+                    route: route.config.name.clone(),
+                    target: target.id().to_owned(),
+                    idle_timeout: policy.idle_timeout,
+                };
+                Answer::Stream {
+                    body: relay(committed, ctx).boxed(),
+                }
+            })
         } else {
             call_full(target, upstream_body, attempt_deadline)
                 .await
@@ -137,12 +149,22 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
         let err = match result {
             Ok(answer) => {
                 path.push(record(target, started, attempt_start, elapsed, "ok", None));
-                return Outcome { result: Ok(answer), path };
+                return Outcome {
+                    result: Ok(answer),
+                    path,
+                };
             }
             Err(err) => err,
         };
         let status = err.status().map(|s| s.as_u16());
-        path.push(record(target, started, attempt_start, elapsed, err.kind(), status));
+        path.push(record(
+            target,
+            started,
+            attempt_start,
+            elapsed,
+            err.kind(),
+            status,
+        ));
         tracing::warn!(
             request_id = %req.id, route = %route.config.name, attempt = attempt_no,
             target = %target.id(), kind = err.kind(), status, elapsed_ms = elapsed.as_millis() as u64,
@@ -165,7 +187,9 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                 tokio::time::sleep_until(deadline.min(Instant::now() + jittered(spent))).await;
             }
             NextStep::RetryAfter(wait)
-                if retry_after_wait_left && wait <= policy.retry_after_wait && Instant::now() + wait < deadline =>
+                if retry_after_wait_left
+                    && wait <= policy.retry_after_wait
+                    && Instant::now() + wait < deadline =>
             {
                 retry_after_wait_left = false;
                 tokio::time::sleep(wait).await;
@@ -252,7 +276,12 @@ async fn pick_target(
 }
 
 /// The client-visible error when no attempt succeeded: it names every step of the path.
-fn failure(route: &Route, path: &[AttemptRecord], errors: &[AttemptError], out_of_time: bool) -> Failure {
+fn failure(
+    route: &Route,
+    path: &[AttemptRecord],
+    errors: &[AttemptError],
+    out_of_time: bool,
+) -> Failure {
     if path.is_empty() {
         return Failure {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -266,7 +295,14 @@ fn failure(route: &Route, path: &[AttemptRecord], errors: &[AttemptError], out_o
     let steps: Vec<String> = path
         .iter()
         .zip(errors)
-        .map(|(a, e)| format!("{}: {} after {} ms", a.target.id(), e.describe(), a.duration.as_millis()))
+        .map(|(a, e)| {
+            format!(
+                "{}: {} after {} ms",
+                a.target.id(),
+                e.describe(),
+                a.duration.as_millis()
+            )
+        })
         .collect();
     let all_timeouts = errors.iter().all(AttemptError::is_timeout);
     let all_overloaded = errors

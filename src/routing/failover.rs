@@ -82,13 +82,20 @@ impl AttemptError {
 
     /// True for failures that are about time (they map to 504 when every attempt timed out).
     pub fn is_timeout(&self) -> bool {
-        matches!(self, AttemptError::Timeout | AttemptError::FirstTokenTimeout)
+        matches!(
+            self,
+            AttemptError::Timeout | AttemptError::FirstTokenTimeout
+        )
     }
 
     /// A short human description for the error message's path.
     pub fn describe(&self) -> String {
         match self {
-            AttemptError::Status { status, code: Some(code), .. } => format!("{} ({code})", status.as_u16()),
+            AttemptError::Status {
+                status,
+                code: Some(code),
+                ..
+            } => format!("{} ({code})", status.as_u16()),
             AttemptError::Status { status, .. } => status.as_u16().to_string(),
             AttemptError::InBand { message } => format!("error event: {message}"),
             other => other.kind().replace('_', " "),
@@ -111,7 +118,9 @@ impl AttemptError {
                 code,
                 ..
             } => {
-                if *status == StatusCode::BAD_REQUEST && code.as_deref() == Some(CONTEXT_LENGTH_CODE) {
+                if *status == StatusCode::BAD_REQUEST
+                    && code.as_deref() == Some(CONTEXT_LENGTH_CODE)
+                {
                     return NextStep::NextLargerWindow;
                 }
                 if !policy.on_status.contains(&status.as_u16()) {
@@ -192,14 +201,20 @@ mod tests {
         for code in [400, 413, 422] {
             assert_eq!(status(code, None, None).next_step(&p), NextStep::ReturnAsIs);
         }
-        assert_eq!(status(400, Some("content_filter"), None).next_step(&p), NextStep::ReturnAsIs);
+        assert_eq!(
+            status(400, Some("content_filter"), None).next_step(&p),
+            NextStep::ReturnAsIs
+        );
         assert_eq!(status(501, None, None).next_step(&p), NextStep::ReturnAsIs);
     }
 
     #[test]
     fn failover_statuses_and_transport_errors_move_on() {
         let p = policy();
-        assert_eq!(status(400, Some("context_length_exceeded"), None).next_step(&p), NextStep::NextLargerWindow);
+        assert_eq!(
+            status(400, Some("context_length_exceeded"), None).next_step(&p),
+            NextStep::NextLargerWindow
+        );
         assert_eq!(status(503, None, None).next_step(&p), NextStep::RetryQuick);
         assert_eq!(status(401, None, None).next_step(&p), NextStep::NextTarget);
         assert_eq!(status(429, None, None).next_step(&p), NextStep::NextTarget);
@@ -209,7 +224,10 @@ mod tests {
         );
         assert_eq!(AttemptError::Connect.next_step(&p), NextStep::RetryNotSent);
         assert_eq!(AttemptError::Timeout.next_step(&p), NextStep::NextTarget);
-        assert_eq!(AttemptError::FirstTokenTimeout.next_step(&p), NextStep::NextTarget);
+        assert_eq!(
+            AttemptError::FirstTokenTimeout.next_step(&p),
+            NextStep::NextTarget
+        );
     }
 
     #[test]
@@ -220,7 +238,10 @@ mod tests {
         h.insert("retry-after-ms", "1500".parse().unwrap());
         assert_eq!(parse_retry_after(&h), Some(Duration::from_millis(1500)));
         h.clear();
-        h.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        h.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
         assert_eq!(parse_retry_after(&h), None);
         assert_eq!(
             error_code(br#"{"error":{"message":"x","code":"context_length_exceeded"}}"#).as_deref(),

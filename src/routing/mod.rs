@@ -5,6 +5,7 @@
 //! The runtime table ([`Routing`]) is built from a [`Config`] and swapped whole on reload.
 
 pub mod attempt;
+pub mod breaker;
 pub mod dispatch;
 pub mod failover;
 pub mod stream;
@@ -63,7 +64,8 @@ impl Target {
     /// Keep user traffic off this target for `wait` (a longer park already in force stays).
     pub fn park(&self, now: Instant, wait: Duration) {
         let until = (now.saturating_duration_since(self.origin) + wait).as_millis() as u64;
-        self.parked_until_ms.fetch_max(until.max(1), Ordering::Relaxed);
+        self.parked_until_ms
+            .fetch_max(until.max(1), Ordering::Relaxed);
     }
 }
 

@@ -137,7 +137,11 @@ impl ChunkTracker {
         let choices = view.choices.unwrap_or_default();
         for choice in &choices {
             if let Some(d) = &choice.delta {
-                if has_text(d.content) || d.tool_calls.is_some() || d.function_call.is_some() || has_text(d.refusal) {
+                if has_text(d.content)
+                    || d.tool_calls.is_some()
+                    || d.function_call.is_some()
+                    || has_text(d.refusal)
+                {
                     self.committed = true;
                     self.content_chunks += 1;
                 }
@@ -172,7 +176,10 @@ impl ChunkTracker {
         let error = serde_json::json!({
             "error": {"message": message, "type": "upstream_error", "code": "stream_interrupted"}
         });
-        [encode_data(finish.to_string().as_bytes()), encode_data(error.to_string().as_bytes())]
+        [
+            encode_data(finish.to_string().as_bytes()),
+            encode_data(error.to_string().as_bytes()),
+        ]
     }
 }
 
@@ -310,7 +317,10 @@ impl Relay {
 
 /// Relay a committed stream to the client: first the events read before the commit point, then
 /// the rest of the upstream, ending honestly.
-pub fn relay(committed: Committed, ctx: RelayContext) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+pub fn relay(
+    committed: Committed,
+    ctx: RelayContext,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let relay = Relay {
         upstream: committed.upstream,
         decoder: committed.decoder,
@@ -343,7 +353,8 @@ mod tests {
         let role = r#"{"id":"c1","model":"m","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
         assert!(matches!(t.on_event(&ev(role)), ChunkAction::Forward(_)));
         assert!(!t.committed);
-        let text = r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#;
+        let text =
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#;
         t.on_event(&ev(text));
         assert!(t.committed && !t.finished);
         let tool = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]}}]}"#;
@@ -368,7 +379,9 @@ mod tests {
         assert!(matches!(t.on_event(&ev("[DONE]")), ChunkAction::Done));
         assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
         assert_eq!(t.malformed, 1);
-        match t.on_event(&ev(r#"{"error":{"message":"Overloaded","type":"overloaded_error"}}"#)) {
+        match t.on_event(&ev(
+            r#"{"error":{"message":"Overloaded","type":"overloaded_error"}}"#,
+        )) {
             ChunkAction::Error(m) => assert_eq!(m, "Overloaded"),
             other => panic!("expected an error, got {other:?}"),
         }
@@ -381,6 +394,8 @@ mod tests {
         let [finish, error] = t.error_tail("broken");
         let finish = std::str::from_utf8(&finish).unwrap_or_default();
         assert!(finish.contains(r#""finish_reason":"error""#) && finish.contains(r#""id":"c9""#));
-        assert!(std::str::from_utf8(&error).unwrap_or_default().contains("stream_interrupted"));
+        assert!(std::str::from_utf8(&error)
+            .unwrap_or_default()
+            .contains("stream_interrupted"));
     }
 }

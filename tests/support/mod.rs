@@ -1,5 +1,5 @@
 //! Shared test harness: a gateway and mock providers on 127.0.0.1:0, in this process.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
 
@@ -18,7 +18,8 @@ impl Gateway {
     /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`).
     pub async fn start(toml: &str) -> Gateway {
         let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
-        let config = Config::from_toml(toml, &env).unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
+        let config = Config::from_toml(toml, &env)
+            .unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
         let state = switchyard::app::build_state(config).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -46,7 +47,11 @@ impl Gateway {
         self.chat_with(body, &[]).await
     }
 
-    pub async fn chat_with(&self, body: serde_json::Value, headers: &[(&str, &str)]) -> reqwest::Response {
+    pub async fn chat_with(
+        &self,
+        body: serde_json::Value,
+        headers: &[(&str, &str)],
+    ) -> reqwest::Response {
         let mut req = client().post(self.url("/v1/chat/completions")).json(&body);
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -93,7 +98,9 @@ pub fn config_with(mocks: &[MockServer], failover: &str, windows: &[Option<u32>]
     }
     s += "[[routes]]\nname = \"chat\"\ntargets = [\n";
     for (i, w) in windows.iter().enumerate() {
-        let window = w.map(|w| format!(", context_window = {w}")).unwrap_or_default();
+        let window = w
+            .map(|w| format!(", context_window = {w}"))
+            .unwrap_or_default();
         s += &format!("  {{ provider = \"p{i}\", model = \"model-{i}\"{window} }},\n");
     }
     s += "]\n\n[routes.failover]\n";
@@ -143,5 +150,8 @@ pub fn stream_text(events: &[serde_json::Value]) -> String {
 
 /// The content of a non-stream completion.
 pub fn completion_text(v: &serde_json::Value) -> String {
-    v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }

@@ -16,7 +16,10 @@ fn server_and_provider_defaults() {
     assert_eq!(config.server.max_body, 8 * 1024 * 1024);
     let openai = &config.providers[0];
     assert_eq!(openai.kind, ProviderKind::OpenAi);
-    assert_eq!(openai.base_url, "https://api.openai.com/v1", "trailing slash stripped");
+    assert_eq!(
+        openai.base_url, "https://api.openai.com/v1",
+        "trailing slash stripped"
+    );
     assert_eq!(openai.api_key.as_deref(), Some(OPENAI_KEY));
     assert_eq!(openai.connect_timeout, Duration::from_secs(2));
     assert_eq!(openai.api_version, "2024-10-21");
@@ -29,7 +32,10 @@ fn route_policy_defaults_match_the_spec() {
     let route = config.route("gpt-4o").unwrap();
     assert_eq!(route.strategy, Strategy::Priority);
     let f = &route.failover;
-    assert_eq!(f.on_status, [401, 403, 404, 408, 429, 500, 502, 503, 504, 529]);
+    assert_eq!(
+        f.on_status,
+        [401, 403, 404, 408, 429, 500, 502, 503, 504, 529]
+    );
     assert_eq!(f.max_attempts.get(), 3);
     assert_eq!(f.same_target_retries, 0);
     assert_eq!(f.retry_after_wait, Duration::ZERO);
@@ -73,7 +79,10 @@ fn route_policy_defaults_match_the_spec() {
 #[test]
 fn audit_auth_cluster_defaults() {
     let config = load(&with_route(""));
-    assert_eq!(config.audit.store, AuditStore::Sqlite("switchyard-audit.db".into()));
+    assert_eq!(
+        config.audit.store,
+        AuditStore::Sqlite("switchyard-audit.db".into())
+    );
     assert!(!config.audit.bodies);
     assert_eq!(config.audit.retention, None);
     assert!(config.auth.is_none());
@@ -121,7 +130,11 @@ on_overflow = "trim_oldest"
     let a = config.route("inherits").unwrap();
     assert_eq!(a.failover.max_attempts.get(), 5);
     assert_eq!(a.failover.attempt_timeout, Duration::from_secs(20));
-    assert_eq!(a.failover.request_timeout, Duration::from_secs(120), "built-in");
+    assert_eq!(
+        a.failover.request_timeout,
+        Duration::from_secs(120),
+        "built-in"
+    );
     assert_eq!(a.breaker.failure_rate, 0.5);
     assert_eq!(a.breaker.open_for, Duration::from_secs(60));
     assert!(!a.hedge.enabled);
@@ -131,7 +144,11 @@ on_overflow = "trim_oldest"
 
     let b = config.route("overrides").unwrap();
     assert_eq!(b.failover.max_attempts.get(), 2, "route key wins");
-    assert_eq!(b.failover.attempt_timeout, Duration::from_secs(20), "defaults key kept");
+    assert_eq!(
+        b.failover.attempt_timeout,
+        Duration::from_secs(20),
+        "defaults key kept"
+    );
     assert_eq!(b.breaker.open_for, Duration::from_secs(45));
     assert_eq!(b.breaker.failure_rate, 0.5);
     assert!(b.hedge.enabled);
@@ -188,18 +205,36 @@ redis = "redis://127.0.0.1:6379"
     assert_eq!(config.server.max_body, 512 * 1024);
     assert_eq!(config.audit.store, AuditStore::Off);
     assert!(config.audit.bodies);
-    assert_eq!(config.audit.retention, Some(Duration::from_secs(30 * 86_400)));
+    assert_eq!(
+        config.audit.retention,
+        Some(Duration::from_secs(30 * 86_400))
+    );
     let auth = config.auth.as_ref().unwrap();
     assert_eq!(auth.keys, [CLIENT_KEY, "static-key"]);
-    assert_eq!(config.cluster.as_ref().unwrap().redis, "redis://127.0.0.1:6379");
+    assert_eq!(
+        config.cluster.as_ref().unwrap().redis,
+        "redis://127.0.0.1:6379"
+    );
+}
+
+#[test]
+fn max_body_may_be_a_number_of_bytes() {
+    let config = load(&with_route("[server]\nmax_body = 65536"));
+    assert_eq!(config.server.max_body, 65536);
 }
 
 #[test]
 fn audit_store_urls() {
     for (store, want) in [
-        ("sqlite:///var/lib/audit.db", AuditStore::Sqlite("/var/lib/audit.db".into())),
+        (
+            "sqlite:///var/lib/audit.db",
+            AuditStore::Sqlite("/var/lib/audit.db".into()),
+        ),
         ("sqlite:audit.db", AuditStore::Sqlite("audit.db".into())),
-        ("postgres://u:p@db/audit", AuditStore::Postgres("postgres://u:p@db/audit".into())),
+        (
+            "postgres://u:p@db/audit",
+            AuditStore::Postgres("postgres://u:p@db/audit".into()),
+        ),
     ] {
         let config = load(&with_route(&format!("[audit]\nstore = \"{store}\"")));
         assert_eq!(config.audit.store, want);
@@ -250,14 +285,20 @@ targets = [{ provider = "local", model = "meta-llama/Llama-3.1-8B" }]
     let config = load(text);
     assert_eq!(config.providers[0].base_url, "http://llm.internal:8000/v1");
     assert_eq!(config.providers[0].api_key, None);
-    assert_eq!(config.routes[0].targets[0].id, "local/meta-llama/Llama-3.1-8B");
+    assert_eq!(
+        config.routes[0].targets[0].id,
+        "local/meta-llama/Llama-3.1-8B"
+    );
 }
 
 #[test]
 fn debug_and_routing_table_never_show_secrets() {
     let config = load(&with_route("[auth]\nkeys = [\"${CLIENT_KEY}\"]"));
     let provider = format!("{:?}", config.providers[0]);
-    assert!(provider.contains("redacted") && !provider.contains(OPENAI_KEY), "{provider}");
+    assert!(
+        provider.contains("redacted") && !provider.contains(OPENAI_KEY),
+        "{provider}"
+    );
     let auth = format!("{:?}", config.auth.as_ref().unwrap());
     assert!(!auth.contains(CLIENT_KEY), "{auth}");
     let everything = format!("{config:?}{config:#?}{}", config.routing_table());
@@ -285,12 +326,28 @@ attempt_timeout = "20s"
     assert_eq!(lines[0], "route gpt-4o (strategy priority)");
     assert!(lines[1].contains("max_attempts 3, attempt_timeout 20s, first_token_timeout 10s"));
     assert!(lines[2].contains("hedge: after p95"));
-    let row1 = lines.iter().find(|l| l.trim_start().starts_with("1 ")).unwrap();
-    let row2 = lines.iter().find(|l| l.trim_start().starts_with("2 ")).unwrap();
-    for needle in ["openai/gpt-4o", "openai", "https://api.openai.com/v1", "128000"] {
+    let row1 = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap();
+    let row2 = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("2 "))
+        .unwrap();
+    for needle in [
+        "openai/gpt-4o",
+        "openai",
+        "https://api.openai.com/v1",
+        "128000",
+    ] {
         assert!(row1.contains(needle), "{row1}");
     }
-    for needle in ["azure/gpt-4o-prod", "azure", "https://example.openai.azure.com", "-"] {
+    for needle in [
+        "azure/gpt-4o-prod",
+        "azure",
+        "https://example.openai.azure.com",
+        "-",
+    ] {
         assert!(row2.contains(needle), "{row2}");
     }
 }

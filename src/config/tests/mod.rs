@@ -1,9 +1,11 @@
 //! Unit tests for the config module: `defaults.rs` checks what a valid file resolves to,
-//! `errors.rs` that each mistake is reported at its exact key path with a hint.
+//! `errors.rs` and `policy_errors.rs` that each mistake is reported at its exact key path with a
+//! hint.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod defaults;
 mod errors;
+mod policy_errors;
 
 use super::{Config, ConfigError};
 
@@ -43,6 +45,15 @@ fn with_route(extra: &str) -> String {
     format!(
         "{PROVIDERS}\n[[routes]]\nname = \"gpt-4o\"\n\
          targets = [{{ provider = \"openai\", model = \"gpt-4o\" }}]\n{extra}"
+    )
+}
+
+/// A file with two routes: `routes[0]` plain, `routes[1]` followed by `extra`.
+fn two_routes(defaults: &str, extra: &str) -> String {
+    format!(
+        "{PROVIDERS}\n{defaults}\n\
+         [[routes]]\nname = \"a\"\ntargets = [{{ provider = \"openai\", model = \"gpt-4o\" }}]\n\
+         [[routes]]\nname = \"b\"\ntargets = [{{ provider = \"openai\", model = \"gpt-4o\" }}]\n{extra}"
     )
 }
 

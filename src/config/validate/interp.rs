@@ -89,7 +89,11 @@ mod tests {
                 "environment variable B is not set"
             ]
         );
-        assert!(interpolate("${1BAD}", &env).unwrap_err()[0].0.contains("invalid"));
-        assert!(interpolate("x ${KEY", &env).unwrap_err()[0].0.contains("unterminated"));
+        assert!(interpolate("${1BAD}", &env).unwrap_err()[0]
+            .0
+            .contains("invalid"));
+        assert!(interpolate("x ${KEY", &env).unwrap_err()[0]
+            .0
+            .contains("unterminated"));
     }
 }

@@ -3,9 +3,11 @@
 //!
 //! Layout: this file holds the error collector and `[server]`, `[audit]`, `[auth]`,
 //! `[cluster]`; `provider.rs` the providers; `route.rs` routes and targets; `policy.rs` the
-//! route policies and their `[defaults]` merge; `interp.rs` the `${VAR}` syntax.
+//! route policies, with `pick.rs` choosing each key from the route, `[defaults]` or the
+//! built-in default; `interp.rs` the `${VAR}` syntax.
 
 mod interp;
+mod pick;
 mod policy;
 mod provider;
 mod route;
@@ -32,7 +34,10 @@ pub(super) fn validate(
     raw: RawConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigErrors> {
-    let mut ctx = Ctx { env, errors: Vec::new() };
+    let mut ctx = Ctx {
+        env,
+        errors: Vec::new(),
+    };
     let server = server(&mut ctx, &raw.server.unwrap_or_default());
     let providers = provider::providers(&mut ctx, &raw.providers);
     let routes = route::routes(&mut ctx, &raw.routes, raw.defaults.as_ref(), &providers);
@@ -123,7 +128,10 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
                 None
             }
         });
-    let size_raw = raw.max_body.as_deref().unwrap_or(DEFAULT_MAX_BODY);
+    let size_raw = raw
+        .max_body
+        .as_ref()
+        .map_or(DEFAULT_MAX_BODY, |s| s.0.as_str());
     let max_body = ctx
         .text("server.max_body", size_raw)
         .and_then(|text| match parse_size(&text) {
@@ -157,7 +165,9 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
                 AuditStore::Postgres(url)
             }
             Some(url) => {
-                let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"));
+                let path = url
+                    .strip_prefix("sqlite://")
+                    .or_else(|| url.strip_prefix("sqlite:"));
                 match path {
                     Some(path) if !path.is_empty() => AuditStore::Sqlite(path.to_owned()),
                     Some(_) => {
@@ -181,7 +191,7 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
     let retention = raw
         .retention
         .as_ref()
-        .and_then(|r| ctx.duration("audit.retention", r, true));
+        .and_then(|r| ctx.duration("audit.retention", &r.0, true));
     AuditConfig {
         store,
         bodies: raw.bodies.unwrap_or(default.bodies),

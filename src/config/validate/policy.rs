@@ -2,28 +2,26 @@
 //! sets it, else from `[defaults]`, else from the built-in default, and an error names the key
 //! path where the bad value was written.
 
-use std::num::NonZeroU32;
-use std::time::Duration;
-
+use super::pick::{at_least_one, dur, share, shown, word, Picked, Section};
 use super::Ctx;
 use crate::config::file::{
     RawBreaker, RawContext, RawDefaults, RawFailover, RawHedge, RawRetryBudget, RawRoute,
 };
 use crate::config::{
-    format_duration, parse_duration, BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay,
-    HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
+    parse_duration, BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy,
+    MidStream, OnOverflow, RetryBudgetPolicy,
 };
 
 /// One source of policy keys: a route's sections or `[defaults]`.
 #[derive(Clone)]
 pub(super) struct Layer<'r> {
     /// `routes[2]` or `defaults`.
-    prefix: String,
-    failover: Option<&'r RawFailover>,
-    breaker: Option<&'r RawBreaker>,
-    hedge: Option<&'r RawHedge>,
-    retry_budget: Option<&'r RawRetryBudget>,
-    context: Option<&'r RawContext>,
+    pub(super) prefix: String,
+    pub(super) failover: Option<&'r RawFailover>,
+    pub(super) breaker: Option<&'r RawBreaker>,
+    pub(super) hedge: Option<&'r RawHedge>,
+    pub(super) retry_budget: Option<&'r RawRetryBudget>,
+    pub(super) context: Option<&'r RawContext>,
 }
 
 impl<'r> Layer<'r> {
@@ -72,94 +70,13 @@ pub(super) fn resolve(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> Policies {
     }
 }
 
-/// One key's winning value and the path it was written at (or where it belongs, if unset).
-struct Picked<'r, V: ?Sized> {
-    value: Option<&'r V>,
-    path: String,
-    /// Set by the first (highest-priority) layer.
-    own: bool,
-}
-
-/// One section (`failover`, `breaker`...) across the layers.
-struct Section<'a, 'r, S> {
-    layers: &'a [Layer<'r>],
-    name: &'static str,
-    get: fn(&Layer<'r>) -> Option<&'r S>,
-}
-
-impl<'r, S> Section<'_, 'r, S> {
-    fn key<V: ?Sized>(&self, key: &str, field: impl Fn(&'r S) -> Option<&'r V>) -> Picked<'r, V> {
-        for (i, layer) in self.layers.iter().enumerate() {
-            if let Some(value) = (self.get)(layer).and_then(&field) {
-                let path = format!("{}.{}.{key}", layer.prefix, self.name);
-                return Picked { value: Some(value), path, own: i == 0 };
-            }
-        }
-        let home = self.layers.first().map_or("", |l| l.prefix.as_str());
-        let path = format!("{home}.{}.{key}", self.name);
-        Picked { value: None, path, own: false }
-    }
-
-    /// Whether a rule between two keys is checked here: with `[defaults]` present, a pair that
-    /// the route does not set was already checked (and reported) for `[defaults]` itself.
-    fn checks<A: ?Sized, B: ?Sized>(&self, a: &Picked<'_, A>, b: &Picked<'_, B>) -> bool {
-        self.layers.len() == 1 || a.own || b.own
-    }
-}
-
-fn dur(ctx: &mut Ctx<'_>, p: &Picked<'_, String>, default: Duration, positive: bool) -> Option<Duration> {
-    match p.value {
-        None => Some(default),
-        Some(raw) => ctx.duration(&p.path, raw, positive),
-    }
-}
-
-/// A share: in (0, 1], or in [0, 1] when `zero_ok`.
-fn share(ctx: &mut Ctx<'_>, p: &Picked<'_, f64>, default: f64, zero_ok: bool) -> Option<f64> {
-    let Some(&x) = p.value else {
-        return Some(default);
-    };
-    let ok = if zero_ok { (0.0..=1.0).contains(&x) } else { x > 0.0 && x <= 1.0 };
-    if ok {
-        return Some(x);
-    }
-    let hint = if zero_ok {
-        "a share from 0 to 1, e.g. 0.10 for 10%"
-    } else {
-        "a share above 0 and at most 1, e.g. 0.40 for 40%"
-    };
-    ctx.error(&p.path, format!("{x} is out of range"), hint);
-    None
-}
-
-fn at_least_one(ctx: &mut Ctx<'_>, p: &Picked<'_, u32>, default: NonZeroU32, hint: &str) -> Option<NonZeroU32> {
-    let Some(&n) = p.value else {
-        return Some(default);
-    };
-    let n = NonZeroU32::new(n);
-    if n.is_none() {
-        ctx.error(&p.path, "must be at least 1", hint);
-    }
-    n
-}
-
-/// One of a fixed set of words.
-fn word<T: Copy>(ctx: &mut Ctx<'_>, p: &Picked<'_, String>, default: T, choices: &[(&str, T)]) -> Option<T> {
-    let Some(raw) = p.value else {
-        return Some(default);
-    };
-    let text = ctx.text(&p.path, raw)?;
-    let found = choices.iter().find(|(name, _)| *name == text).map(|&(_, v)| v);
-    if found.is_none() {
-        let names: Vec<String> = choices.iter().map(|(n, _)| format!("\"{n}\"")).collect();
-        ctx.error(&p.path, format!("unknown value `{text}`"), format!("expected {}", names.join(" or ")));
-    }
-    found
-}
-
 fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
     let d = FailoverPolicy::default();
-    let s = Section { layers, name: "failover", get: |l| l.failover };
+    let s = Section {
+        layers,
+        name: "failover",
+        get: |l| l.failover,
+    };
     let on_status = s.key("on_status", |f| f.on_status.as_ref());
     if let Some(list) = on_status.value {
         for (i, status) in list.iter().enumerate() {
@@ -173,12 +90,20 @@ fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
         }
     }
     let max_attempts = s.key("max_attempts", |f| f.max_attempts.as_ref());
-    let max_attempts = at_least_one(ctx, &max_attempts, d.max_attempts, "1 means a single attempt with no failover");
+    let max_attempts = at_least_one(
+        ctx,
+        &max_attempts,
+        d.max_attempts,
+        "1 means a single attempt with no failover",
+    );
     let retries = s.key("same_target_retries", |f| f.same_target_retries.as_ref());
     let retry_after_wait = s.key("retry_after_wait", |f| f.retry_after_wait.as_ref());
     let retry_after_wait = dur(ctx, &retry_after_wait, d.retry_after_wait, false);
     let mid_stream = s.key("mid_stream", |f| f.mid_stream.as_ref());
-    let choices = [("continue", MidStream::Continue), ("error", MidStream::Error)];
+    let choices = [
+        ("continue", MidStream::Continue),
+        ("error", MidStream::Error),
+    ];
     let mid_stream = word(ctx, &mid_stream, d.mid_stream, &choices);
     let attempt = s.key("attempt_timeout", |f| f.attempt_timeout.as_ref());
     let attempt_timeout = dur(ctx, &attempt, d.attempt_timeout, true);
@@ -198,8 +123,8 @@ fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
                     &p.path,
                     format!(
                         "{name} ({}) exceeds request_timeout ({})",
-                        format_duration(v.unwrap_or_default()),
-                        format_duration(r)
+                        shown(p, v.unwrap_or_default()),
+                        shown(&request, r)
                     ),
                     format!("an attempt cannot outlive its request: lower {name} or raise request_timeout"),
                 );
@@ -221,8 +146,17 @@ fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
 
 fn breaker(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> BreakerPolicy {
     let d = BreakerPolicy::default();
-    let s = Section { layers, name: "breaker", get: |l| l.breaker };
-    let failure_rate = share(ctx, &s.key("failure_rate", |b| b.failure_rate.as_ref()), d.failure_rate, false);
+    let s = Section {
+        layers,
+        name: "breaker",
+        get: |l| l.breaker,
+    };
+    let failure_rate = share(
+        ctx,
+        &s.key("failure_rate", |b| b.failure_rate.as_ref()),
+        d.failure_rate,
+        false,
+    );
     let window = dur(ctx, &s.key("window", |b| b.window.as_ref()), d.window, true);
     let min_requests = s.key("min_requests", |b| b.min_requests.as_ref());
     let consecutive = s.key("consecutive_failures", |b| b.consecutive_failures.as_ref());
@@ -236,15 +170,20 @@ fn breaker(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> BreakerPolicy {
                 &open_for_max_p.path,
                 format!(
                     "open_for_max ({}) is shorter than open_for ({})",
-                    format_duration(max),
-                    format_duration(min)
+                    shown(&open_for_max_p, max),
+                    shown(&open_for_p, min)
                 ),
                 "the hold doubles from open_for up to open_for_max: raise open_for_max or lower open_for",
             );
         }
     }
     let probe = s.key("probe", |b| b.probe.as_ref());
-    let probe_interval = dur(ctx, &s.key("probe_interval", |b| b.probe_interval.as_ref()), d.probe_interval, true);
+    let probe_interval = dur(
+        ctx,
+        &s.key("probe_interval", |b| b.probe_interval.as_ref()),
+        d.probe_interval,
+        true,
+    );
     let half_open_probes = at_least_one(
         ctx,
         &s.key("half_open_probes", |b| b.half_open_probes.as_ref()),
@@ -275,7 +214,11 @@ fn breaker(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> BreakerPolicy {
 
 fn hedge(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> HedgePolicy {
     let d = HedgePolicy::default();
-    let s = Section { layers, name: "hedge", get: |l| l.hedge };
+    let s = Section {
+        layers,
+        name: "hedge",
+        get: |l| l.hedge,
+    };
     let enabled = s.key("enabled", |h| h.enabled.as_ref());
     let delay = hedge_delay(ctx, &s.key("delay", |h| h.delay.as_ref()), d.delay);
     let max_parallel = at_least_one(
@@ -294,8 +237,13 @@ fn hedge(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> HedgePolicy {
 }
 
 /// `"800ms"` or `"p95"` / `"p99.9"`.
-fn hedge_delay(ctx: &mut Ctx<'_>, p: &Picked<'_, String>, default: HedgeDelay) -> Option<HedgeDelay> {
-    const HINT: &str = "a duration like \"800ms\", or a latency percentile like \"p95\" or \"p99.9\"";
+fn hedge_delay(
+    ctx: &mut Ctx<'_>,
+    p: &Picked<'_, String>,
+    default: HedgeDelay,
+) -> Option<HedgeDelay> {
+    const HINT: &str =
+        "a duration like \"800ms\", or a latency percentile like \"p95\" or \"p99.9\"";
     let Some(raw) = p.value else {
         return Some(default);
     };
@@ -305,14 +253,22 @@ fn hedge_delay(ctx: &mut Ctx<'_>, p: &Picked<'_, String>, default: HedgeDelay) -
         return match pct.parse::<f64>() {
             Ok(x) if digits && x > 0.0 && x < 100.0 => Some(HedgeDelay::Percentile(x)),
             _ => {
-                ctx.error(&p.path, format!("invalid percentile `{text}`"), "a percentile is above p0 and below p100, like \"p95\" or \"p99.9\"");
+                ctx.error(
+                    &p.path,
+                    format!("invalid percentile `{text}`"),
+                    "a percentile is above p0 and below p100, like \"p95\" or \"p99.9\"",
+                );
                 None
             }
         };
     }
     match parse_duration(&text) {
         Ok(d) if d.is_zero() => {
-            ctx.error(&p.path, "must be greater than 0s", "use enabled = false to turn hedging off");
+            ctx.error(
+                &p.path,
+                "must be greater than 0s",
+                "use enabled = false to turn hedging off",
+            );
             None
         }
         Ok(d) => Some(HedgeDelay::Fixed(d)),
@@ -325,7 +281,11 @@ fn hedge_delay(ctx: &mut Ctx<'_>, p: &Picked<'_, String>, default: HedgeDelay) -
 
 fn retry_budget(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> RetryBudgetPolicy {
     let d = RetryBudgetPolicy::default();
-    let s = Section { layers, name: "retry_budget", get: |l| l.retry_budget };
+    let s = Section {
+        layers,
+        name: "retry_budget",
+        get: |l| l.retry_budget,
+    };
     let ratio = share(ctx, &s.key("ratio", |r| r.ratio.as_ref()), d.ratio, true);
     let min_per_sec = s.key("min_per_sec", |r| r.min_per_sec.as_ref());
     RetryBudgetPolicy {
@@ -336,9 +296,21 @@ fn retry_budget(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> RetryBudgetPolicy {
 
 fn context(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> ContextPolicy {
     let d = ContextPolicy::default();
-    let s = Section { layers, name: "context", get: |l| l.context };
-    let choices = [("trim_oldest", OnOverflow::TrimOldest), ("error", OnOverflow::Error)];
-    let on_overflow = word(ctx, &s.key("on_overflow", |c| c.on_overflow.as_ref()), d.on_overflow, &choices);
+    let s = Section {
+        layers,
+        name: "context",
+        get: |l| l.context,
+    };
+    let choices = [
+        ("trim_oldest", OnOverflow::TrimOldest),
+        ("error", OnOverflow::Error),
+    ];
+    let on_overflow = word(
+        ctx,
+        &s.key("on_overflow", |c| c.on_overflow.as_ref()),
+        d.on_overflow,
+        &choices,
+    );
     ContextPolicy {
         on_overflow: on_overflow.unwrap_or(d.on_overflow),
     }

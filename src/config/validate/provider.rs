@@ -63,7 +63,9 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
                 ctx.error(
                     format!("{at}.name"),
                     format!("duplicate provider name `{n}`"),
-                    format!("provider names are unique; `{n}` is first defined at providers[{first}]"),
+                    format!(
+                        "provider names are unique; `{n}` is first defined at providers[{first}]"
+                    ),
                 );
                 name = None;
             } else {
@@ -80,7 +82,7 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
             connect_timeout: p
                 .connect_timeout
                 .as_ref()
-                .and_then(|t| ctx.duration(&format!("{at}.connect_timeout"), t, true))
+                .and_then(|t| ctx.duration(&format!("{at}.connect_timeout"), &t.0, true))
                 .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
         });
         match (name, kind) {
@@ -98,7 +100,11 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
 fn provider_name(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> Option<String> {
     let path = format!("{at}.name");
     let Some(raw) = &p.name else {
-        ctx.error(path, "name is required", "give each provider a unique name, e.g. name = \"openai\"");
+        ctx.error(
+            path,
+            "name is required",
+            "give each provider a unique name, e.g. name = \"openai\"",
+        );
         return None;
     };
     let name = ctx.text(&path, raw)?;
@@ -136,23 +142,23 @@ fn base_url(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> Option<String> {
         return None;
     };
     let url = ctx.text(&path, raw)?;
-    let url = url.trim_end_matches('/');
-    let host = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"));
-    match host {
-        Some(host) if !host.is_empty() && !host.contains(char::is_whitespace) => {
-            Some(url.to_owned())
-        }
-        Some(_) => {
-            ctx.error(path, format!("`{url}` is not a valid URL"), hint);
-            None
-        }
-        None => {
-            ctx.error(path, format!("`{url}` must start with http:// or https://"), hint);
-            None
-        }
+    let scheme = ["https://", "http://"]
+        .into_iter()
+        .find(|s| url.starts_with(s));
+    let Some(scheme) = scheme else {
+        ctx.error(
+            path,
+            format!("`{url}` must start with http:// or https://"),
+            hint,
+        );
+        return None;
+    };
+    let rest = url[scheme.len()..].trim_end_matches('/');
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+        ctx.error(path, format!("`{url}` is not a valid URL"), hint);
+        return None;
     }
+    Some(format!("{scheme}{rest}"))
 }
 
 fn api_key(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> Option<String> {

@@ -66,12 +66,20 @@ fn route_name(
 ) -> Option<String> {
     let path = format!("{at}.name");
     let Some(raw) = &r.name else {
-        ctx.error(path, "name is required", "the route name is what clients send as `model`, e.g. name = \"gpt-4o\"");
+        ctx.error(
+            path,
+            "name is required",
+            "the route name is what clients send as `model`, e.g. name = \"gpt-4o\"",
+        );
         return None;
     };
     let name = ctx.text(&path, raw)?;
     if name.trim().is_empty() {
-        ctx.error(path, "route name is empty", "the route name is what clients send as `model`");
+        ctx.error(
+            path,
+            "route name is empty",
+            "the route name is what clients send as `model`",
+        );
         return None;
     }
     if let Some(first) = first_seen.get(&name) {
@@ -147,7 +155,10 @@ fn target(
     cache: &mut TargetCache,
 ) -> Option<Arc<TargetConfig>> {
     let provider_path = format!("{at}.provider");
-    let model = t.model.as_ref().and_then(|m| ctx.text(&format!("{at}.model"), m));
+    let model = t
+        .model
+        .as_ref()
+        .and_then(|m| ctx.text(&format!("{at}.model"), m));
     let deployment = t
         .deployment
         .as_ref()
@@ -181,17 +192,32 @@ fn target(
             );
             return None;
         }
-        required(ctx, &format!("{at}.deployment"), t.deployment.is_some(), deployment, "deployment = \"<your deployment name>\"")?
+        required(
+            ctx,
+            &format!("{at}.deployment"),
+            t.deployment.is_some(),
+            deployment,
+            "deployment = \"<your deployment name>\"",
+        )?
     } else {
         if t.deployment.is_some() {
             ctx.error(
                 format!("{at}.deployment"),
-                format!("`deployment` is only for azure providers; `{name}` is {}", provider.kind.as_str()),
+                format!(
+                    "`deployment` is only for azure providers; `{name}` is {}",
+                    provider.kind.as_str()
+                ),
                 "name the upstream model instead: model = \"...\"",
             );
             return None;
         }
-        required(ctx, &format!("{at}.model"), t.model.is_some(), model, "model = \"<upstream model name>\"")?
+        required(
+            ctx,
+            &format!("{at}.model"),
+            t.model.is_some(),
+            model,
+            "model = \"<upstream model name>\"",
+        )?
     };
     let window = window?;
     let id = format!("{name}/{upstream}");
@@ -223,7 +249,11 @@ fn required(
             None
         }
         None if !present => {
-            ctx.error(path, format!("{key} is required"), format!("write {example}"));
+            ctx.error(
+                path,
+                format!("{key} is required"),
+                format!("write {example}"),
+            );
             None
         }
         None => None,

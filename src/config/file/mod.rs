@@ -1,0 +1,211 @@
+//! The serde shape of the config file: every table denies unknown keys and every key is optional
+//! here, so that `validate` can apply defaults and report a missing key with its path and a hint.
+//!
+//! The text is parsed in two steps to report as many errors as possible at once: first the TOML
+//! syntax, then each table on its own (each section, each `[[providers]]` entry, each route's
+//! targets and policy sections) through `serde_path_to_error`, so one mistake does not hide
+//! another.
+
+mod decode;
+
+use std::fmt;
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer};
+
+pub(super) use decode::parse;
+
+/// The whole file, as written.
+#[derive(Debug, Default)]
+pub(super) struct RawConfig {
+    pub server: Option<RawServer>,
+    pub providers: Vec<RawProvider>,
+    pub routes: Vec<RawRoute>,
+    pub defaults: Option<RawDefaults>,
+    pub audit: Option<RawAudit>,
+    pub auth: Option<RawAuth>,
+    pub cluster: Option<RawCluster>,
+}
+
+/// `[server]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [server] table")]
+pub(super) struct RawServer {
+    pub listen: Option<String>,
+    pub max_body: Option<SizeText>,
+}
+
+/// One `[[providers]]` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[providers]] table")]
+pub(super) struct RawProvider {
+    pub name: Option<String>,
+    pub kind: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+    pub connect_timeout: Option<DurationText>,
+    pub api_version: Option<String>,
+}
+
+/// One `[[routes]]` entry.
+#[derive(Debug, Default)]
+pub(super) struct RawRoute {
+    pub name: Option<String>,
+    pub strategy: Option<String>,
+    pub targets: Option<Vec<RawTarget>>,
+    pub failover: Option<RawFailover>,
+    pub breaker: Option<RawBreaker>,
+    pub hedge: Option<RawHedge>,
+    pub retry_budget: Option<RawRetryBudget>,
+    pub context: Option<RawContext>,
+}
+
+/// One entry of a route's `targets`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a target table like { provider = \"...\", model = \"...\" }"
+)]
+pub(super) struct RawTarget {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub deployment: Option<String>,
+    pub context_window: Option<u32>,
+}
+
+/// `[defaults]`: policy sections shared by all routes; a route's own keys win, key by key.
+#[derive(Debug, Default)]
+pub(super) struct RawDefaults {
+    pub failover: Option<RawFailover>,
+    pub breaker: Option<RawBreaker>,
+    pub hedge: Option<RawHedge>,
+    pub retry_budget: Option<RawRetryBudget>,
+    pub context: Option<RawContext>,
+}
+
+/// `failover` in a route or in `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a failover table")]
+pub(super) struct RawFailover {
+    pub on_status: Option<Vec<u16>>,
+    pub max_attempts: Option<u32>,
+    pub same_target_retries: Option<u32>,
+    pub retry_after_wait: Option<DurationText>,
+    pub mid_stream: Option<String>,
+    pub attempt_timeout: Option<DurationText>,
+    pub first_token_timeout: Option<DurationText>,
+    pub idle_timeout: Option<DurationText>,
+    pub request_timeout: Option<DurationText>,
+}
+
+/// `breaker` in a route or in `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a breaker table")]
+pub(super) struct RawBreaker {
+    pub failure_rate: Option<f64>,
+    pub window: Option<DurationText>,
+    pub min_requests: Option<u32>,
+    pub consecutive_failures: Option<u32>,
+    pub open_for: Option<DurationText>,
+    pub open_for_max: Option<DurationText>,
+    pub probe: Option<bool>,
+    pub probe_interval: Option<DurationText>,
+    pub half_open_probes: Option<u32>,
+    pub ramp: Option<DurationText>,
+    pub ramp_failure_rate: Option<f64>,
+}
+
+/// `hedge` in a route or in `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a hedge table")]
+pub(super) struct RawHedge {
+    pub enabled: Option<bool>,
+    pub delay: Option<String>,
+    pub max_parallel: Option<u32>,
+    pub budget: Option<f64>,
+}
+
+/// `retry_budget` in a route or in `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a retry_budget table")]
+pub(super) struct RawRetryBudget {
+    pub ratio: Option<f64>,
+    pub min_per_sec: Option<u32>,
+}
+
+/// `context` in a route or in `[defaults]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a context table")]
+pub(super) struct RawContext {
+    pub on_overflow: Option<String>,
+}
+
+/// `[audit]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [audit] table")]
+pub(super) struct RawAudit {
+    pub store: Option<String>,
+    pub bodies: Option<bool>,
+    pub retention: Option<DurationText>,
+}
+
+/// `[auth]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [auth] table")]
+pub(super) struct RawAuth {
+    pub keys: Option<Vec<String>>,
+}
+
+/// `[cluster]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [cluster] table")]
+pub(super) struct RawCluster {
+    pub redis: Option<String>,
+}
+
+/// A duration as written (`"60s"`), parsed by `validate` after `${VAR}` interpolation. Its own
+/// type so a bare number is reported as "expected a duration string", not "expected a string".
+#[derive(Debug)]
+pub(super) struct DurationText(pub String);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DurationText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration string with a unit, like \"800ms\", \"30s\" or \"20m\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationText, E> {
+                Ok(DurationText(v.to_owned()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// A size as written: a string (`"8MiB"`) or a number of bytes.
+#[derive(Debug)]
+pub(super) struct SizeText(pub String);
+
+impl<'de> Deserialize<'de> for SizeText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SizeText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size like \"8MiB\" or a number of bytes")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SizeText, E> {
+                Ok(SizeText(v.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<SizeText, E> {
+                Ok(SizeText(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SizeText, E> {
+                Ok(SizeText(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

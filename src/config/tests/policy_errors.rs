@@ -1,0 +1,156 @@
+//! Policy, server and gateway-wide sections: each bad value at its exact key path.
+
+use super::{error_at, errors, two_routes, with_route};
+
+#[test]
+fn failover_rules() {
+    let errs = errors(&with_route(
+        r#"[routes.failover]
+on_status = [429, 200, 503]
+max_attempts = 0
+idle_timeout = "0s"
+mid_stream = "retry"
+request_timeout = "5s""#,
+    ));
+    error_at(
+        &errs,
+        "routes[0].failover.on_status[1]",
+        "200 is not an error status",
+    );
+    error_at(&errs, "routes[0].failover.max_attempts", "at least 1");
+    error_at(&errs, "routes[0].failover.idle_timeout", "greater than 0s");
+    error_at(
+        &errs,
+        "routes[0].failover.mid_stream",
+        "unknown value `retry`",
+    );
+    let e = error_at(
+        &errs,
+        "routes[0].failover.attempt_timeout",
+        "attempt_timeout (30s) exceeds request_timeout (5s)",
+    );
+    assert!(e.hint.as_deref().unwrap_or("").contains("request_timeout"));
+    error_at(
+        &errs,
+        "routes[0].failover.first_token_timeout",
+        "first_token_timeout (10s) exceeds",
+    );
+    assert_eq!(errs.len(), 6, "{errs:#?}");
+}
+
+#[test]
+fn timeout_order_checked_once_for_defaults() {
+    let errs = errors(&two_routes(
+        "[defaults.failover]\nrequest_timeout = \"5s\"",
+        "[routes.failover]\nrequest_timeout = \"60s\"\nattempt_timeout = \"90s\"",
+    ));
+    error_at(
+        &errs,
+        "defaults.failover.attempt_timeout",
+        "exceeds request_timeout (5s)",
+    );
+    error_at(
+        &errs,
+        "defaults.failover.first_token_timeout",
+        "exceeds request_timeout (5s)",
+    );
+    error_at(
+        &errs,
+        "routes[1].failover.attempt_timeout",
+        "attempt_timeout (90s) exceeds request_timeout (60s)",
+    );
+    assert_eq!(errs.len(), 3, "routes[0] inherits the same pair: {errs:#?}");
+}
+
+#[test]
+fn breaker_hedge_budget_context_rules() {
+    let errs = errors(&two_routes(
+        "[defaults.breaker]\nfailure_rate = 0.0\nopen_for = \"10m\"\nopen_for_max = \"5m\"",
+        r#"[routes.breaker]
+ramp_failure_rate = 1.5
+half_open_probes = 0
+window = "1 minute"
+[routes.hedge]
+delay = "p100"
+max_parallel = 0
+budget = 2.0
+[routes.retry_budget]
+ratio = -0.1
+[routes.context]
+on_overflow = "drop""#,
+    ));
+    error_at(&errs, "defaults.breaker.failure_rate", "0 is out of range");
+    error_at(
+        &errs,
+        "defaults.breaker.open_for_max",
+        "open_for_max (5m) is shorter than open_for (10m)",
+    );
+    error_at(
+        &errs,
+        "routes[1].breaker.ramp_failure_rate",
+        "1.5 is out of range",
+    );
+    error_at(&errs, "routes[1].breaker.half_open_probes", "at least 1");
+    error_at(&errs, "routes[1].breaker.window", "unknown unit `minute`");
+    error_at(&errs, "routes[1].hedge.delay", "invalid percentile `p100`");
+    error_at(&errs, "routes[1].hedge.max_parallel", "at least 1");
+    error_at(&errs, "routes[1].hedge.budget", "2 is out of range");
+    error_at(
+        &errs,
+        "routes[1].retry_budget.ratio",
+        "-0.1 is out of range",
+    );
+    let e = error_at(
+        &errs,
+        "routes[1].context.on_overflow",
+        "unknown value `drop`",
+    );
+    assert_eq!(
+        e.hint.as_deref(),
+        Some("expected \"trim_oldest\" or \"error\"")
+    );
+    assert_eq!(errs.len(), 10, "{errs:#?}");
+    let errs = errors(&with_route("[routes.hedge]\ndelay = \"soon\""));
+    error_at(&errs, "routes[0].hedge.delay", "invalid duration `soon`");
+}
+
+#[test]
+fn server_audit_auth_cluster_rules() {
+    let errs = errors(&with_route(
+        r#"[server]
+listen = "localhost:8080"
+max_body = "8M"
+[audit]
+store = "mysql://root:hunter2@db/audit"
+retention = "0s"
+[auth]
+keys = ["${NO_SUCH_KEY}", ""]
+[cluster]
+redis = "http://:hunter2@cache:6379""#,
+    ));
+    error_at(&errs, "server.listen", "not an IP address and port");
+    error_at(&errs, "server.max_body", "unknown unit `M`");
+    error_at(
+        &errs,
+        "audit.store",
+        "unsupported audit store scheme `mysql`",
+    );
+    error_at(&errs, "audit.retention", "greater than 0s");
+    error_at(
+        &errs,
+        "auth.keys[0]",
+        "environment variable NO_SUCH_KEY is not set",
+    );
+    error_at(&errs, "auth.keys[1]", "empty");
+    error_at(&errs, "cluster.redis", "not a redis://");
+    assert!(
+        errs.iter().all(|e| !e.to_string().contains("hunter2")),
+        "a secret leaked"
+    );
+    error_at(&errors(&with_route("[auth]")), "auth.keys", "no keys");
+    error_at(
+        &errors(&with_route("[cluster]")),
+        "cluster.redis",
+        "required",
+    );
+}

@@ -1,0 +1,310 @@
+//! The breaker's behaviour on virtual time (no runtime: instants are computed, never waited).
+
+use std::num::NonZeroU32;
+
+use super::*;
+
+fn policy() -> BreakerPolicy {
+    BreakerPolicy {
+        failure_rate: 0.40,
+        window: Duration::from_secs(60),
+        min_requests: 20,
+        consecutive_failures: 5,
+        open_for: Duration::from_secs(30),
+        open_for_max: Duration::from_secs(20 * 60),
+        probe: true,
+        probe_interval: Duration::from_secs(10),
+        half_open_probes: NonZeroU32::new(5).unwrap(),
+        ramp: Duration::from_secs(300),
+        ramp_failure_rate: 0.10,
+    }
+}
+
+/// Feed `rps` outcomes per second for `secs` seconds, failing with probability `fail`; returns
+/// the first transition and when it happened.
+fn drive(
+    b: &mut Breaker,
+    rng: &mut fastrand::Rng,
+    start: Instant,
+    secs: f64,
+    rps: u32,
+    fail: f64,
+) -> Option<(Duration, Transition)> {
+    let step = Duration::from_secs(1) / rps;
+    let n = (secs * f64::from(rps)) as u32;
+    for i in 0..n {
+        let now = start + step * i;
+        if let Some(t) = b.record(now, rng.f64() < fail) {
+            return Some((now - start, t));
+        }
+    }
+    None
+}
+
+#[test]
+fn a_total_outage_trips_within_consecutive_failures_at_low_volume() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let mut rng = fastrand::Rng::with_seed(1);
+    assert!(drive(&mut b, &mut rng, t0, 120.0, 1, 0.0).is_none());
+    let start = t0 + Duration::from_secs(120);
+    let (after, t) = drive(&mut b, &mut rng, start, 60.0, 1, 1.0).unwrap();
+    assert_eq!(t.reason, TripReason::ConsecutiveFailures);
+    assert_eq!(after, Duration::from_secs(4), "the fifth failure trips it");
+    assert_eq!(b.state(start + after), State::Open);
+}
+
+#[test]
+fn a_total_outage_trips_within_two_seconds_at_high_volume_after_a_healthy_history() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let mut rng = fastrand::Rng::with_seed(2);
+    assert!(drive(&mut b, &mut rng, t0, 59.0, 1000, 0.01).is_none());
+    let start = t0 + Duration::from_secs(59);
+    let (after, t) = drive(&mut b, &mut rng, start, 10.0, 1000, 1.0).unwrap();
+    assert!(after < Duration::from_secs(2), "{after:?} {t:?}");
+    assert_eq!(t.to, State::Open);
+}
+
+#[test]
+fn a_partial_outage_trips_once_min_requests_is_reached() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let mut trip = None;
+    for i in 0..100u32 {
+        // ok, fail, ok, fail...: 50%, never two failures in a row.
+        if let Some(t) = b.record(t0 + Duration::from_millis(100) * i, i % 2 == 1) {
+            trip = Some((i + 1, t));
+            break;
+        }
+    }
+    let (n, t) = trip.unwrap();
+    assert_eq!(t.reason, TripReason::FailureRate);
+    assert_eq!(n, 20);
+}
+
+#[test]
+fn a_steady_twenty_percent_error_rate_never_trips() {
+    for (rps, secs, seed) in [(1, 7200.0, 3), (1000, 300.0, 4), (20, 3600.0, 5)] {
+        let t0 = Instant::now();
+        let mut b = Breaker::new(policy(), t0);
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let tripped = drive(&mut b, &mut rng, t0, secs, rps, 0.20);
+        assert!(tripped.is_none(), "{rps} rps: {tripped:?}");
+    }
+}
+
+#[test]
+fn a_run_of_failures_on_a_noisy_target_does_not_trip_it() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    // 30 s at 1 rps with every fifth request failing, then six failures in a row.
+    for i in 0..30u32 {
+        assert!(b
+            .record(t0 + Duration::from_secs(u64::from(i)), i % 5 == 0)
+            .is_none());
+    }
+    for i in 30..36u32 {
+        assert!(
+            b.record(t0 + Duration::from_secs(u64::from(i)), true)
+                .is_none(),
+            "at {i}"
+        );
+    }
+}
+
+fn trip_now(b: &mut Breaker, now: Instant) {
+    for _ in 0..5 {
+        b.record(now, true);
+    }
+    assert_eq!(b.state(now), State::Open);
+}
+
+/// Run probes until closed; returns when it closed.
+fn probe_until_closed(b: &mut Breaker, mut now: Instant, healthy_from: Instant) -> Instant {
+    for _ in 0..300_000 {
+        let (due, _) = b.probe_due(now);
+        if due {
+            if let Some(t) = b.record(now, now < healthy_from) {
+                if t.to == State::Closed {
+                    return now;
+                }
+            }
+        }
+        now += Duration::from_millis(10);
+    }
+    panic!("never closed");
+}
+
+#[test]
+fn open_admits_no_user_traffic_then_probes_close_it_with_a_ramp() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    trip_now(&mut b, t0);
+    for s in [0, 10, 29] {
+        let now = t0 + Duration::from_secs(s);
+        assert!(!b.admit(now, 0.0).0, "no user traffic while open");
+        assert!(!b.probe_due(now).0, "no probe during the hold");
+    }
+    let hold_end = t0 + Duration::from_secs(30);
+    assert_eq!(b.state(hold_end), State::HalfOpen);
+    assert!(
+        !b.admit(hold_end, 0.0).0,
+        "probes, not users, test a half-open target"
+    );
+    let closed = probe_until_closed(&mut b, hold_end, hold_end);
+    assert!(
+        closed - hold_end < Duration::from_secs(1),
+        "{:?}",
+        closed - hold_end
+    );
+    assert_eq!(b.state(closed), State::Closed);
+    // The ramp: about 10% of traffic at first, all of it after `ramp`.
+    let admitted = (0..1000)
+        .filter(|i| b.admit(closed, f64::from(*i) / 1000.0).0)
+        .count();
+    assert!((90..=110).contains(&admitted), "{admitted}");
+    let later = closed + Duration::from_secs(300);
+    assert!((0..1000).all(|i| b.admit(later, f64::from(i) / 1000.0).0));
+}
+
+#[test]
+fn a_target_down_for_a_minute_returns_within_one_probe_interval_of_recovering() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    trip_now(&mut b, t0);
+    let recovered = t0 + Duration::from_secs(61);
+    let closed = probe_until_closed(&mut b, t0, recovered);
+    assert!(closed >= recovered);
+    assert!(
+        closed - recovered <= Duration::from_secs(11),
+        "{:?}",
+        closed - recovered
+    );
+    assert_eq!(
+        b.snapshot(closed).opens,
+        1,
+        "probe failures are one outage, not new opens"
+    );
+}
+
+#[test]
+fn flip_flopping_doubles_the_hold_up_to_the_max() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let mut now = t0;
+    let mut holds = Vec::new();
+    for _ in 0..8 {
+        trip_now(&mut b, now);
+        holds.push(b.snapshot(now).hold.as_secs());
+        now = probe_until_closed(&mut b, now, now);
+        now += Duration::from_secs(1); // re-opens during the ramp
+    }
+    assert_eq!(holds, [30, 60, 120, 240, 480, 960, 1200, 1200]);
+    // Healthy long enough after closing: the next trip starts from `open_for` again.
+    trip_now(&mut b, now);
+    now = probe_until_closed(&mut b, now, now) + Duration::from_secs(400);
+    trip_now(&mut b, now);
+    assert_eq!(b.snapshot(now).hold.as_secs(), 30);
+}
+
+#[test]
+fn a_failing_ramp_reopens() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    trip_now(&mut b, t0);
+    let closed = probe_until_closed(&mut b, t0, t0);
+    let mut rng = fastrand::Rng::with_seed(9);
+    let (_, t) = drive(&mut b, &mut rng, closed, 60.0, 100, 0.15).unwrap();
+    assert_eq!(t.reason, TripReason::RampFailureRate);
+    assert_eq!(
+        b.snapshot(closed).hold.as_secs(),
+        60,
+        "doubled: it flip-flopped"
+    );
+}
+
+#[test]
+fn a_provider_recovering_with_fifteen_percent_errors_cycles_at_most_once_per_hold() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let mut rng = fastrand::Rng::with_seed(11);
+    trip_now(&mut b, t0);
+    let mut opens_at = vec![t0];
+    let mut now = t0;
+    let end = t0 + Duration::from_secs(3600);
+    while now < end {
+        now += Duration::from_millis(10); // 100 rps of user traffic when admitted
+        let failed = rng.f64() < 0.15;
+        let (due, _) = b.probe_due(now);
+        let t = if due || b.admit(now, rng.f64()).0 {
+            b.record(now, failed)
+        } else {
+            None
+        };
+        if let Some(t) = t {
+            if t.from == State::Closed && t.to == State::Open {
+                opens_at.push(now);
+            }
+        }
+    }
+    for pair in opens_at.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_secs(30),
+            "re-opened {gap:?} after the previous open"
+        );
+    }
+    // Each cycle holds longer: far fewer than one cycle per 30 s.
+    assert!(opens_at.len() < 10, "{} opens in an hour", opens_at.len());
+}
+
+#[test]
+fn manual_overrides() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let t = b.manual(t0, Manual::Open).unwrap();
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Closed, State::Open, TripReason::Manual)
+    );
+    let much_later = t0 + Duration::from_secs(86_400);
+    assert_eq!(
+        b.state(much_later),
+        State::Open,
+        "held until an operator closes it"
+    );
+    assert!(!b.probe_due(much_later).0);
+    assert_eq!(b.recovery_eta(much_later), Duration::MAX);
+    b.manual(much_later, Manual::Close).unwrap();
+    assert!(
+        b.admit(much_later, 0.99).0,
+        "a manual close returns all traffic at once"
+    );
+    trip_now(&mut b, much_later);
+    b.manual(much_later, Manual::Reset).unwrap();
+    let s = b.snapshot(much_later);
+    assert_eq!(
+        (s.state, s.opens, s.requests_in_window),
+        (State::Closed, 0, 0)
+    );
+    assert!(
+        b.manual(much_later, Manual::Close).is_none(),
+        "no-op: already closed"
+    );
+}
+
+#[test]
+fn client_traffic_trial_with_probes_off() {
+    let t0 = Instant::now();
+    let mut p = policy();
+    p.probe = false;
+    let mut b = Breaker::new(p, t0);
+    trip_now(&mut b, t0);
+    let now = t0 + Duration::from_secs(30);
+    assert!(b.admit(now, 0.5).0, "one trial request");
+    assert!(!b.admit(now, 0.5).0, "only one at a time");
+    assert!(b.record(now, false).is_none());
+    let next = now + Duration::from_millis(500);
+    assert!(b.admit(next, 0.5).0);
+}
