@@ -11,8 +11,9 @@ use tokio::net::TcpListener;
 
 use crate::api::{router, AppState};
 use crate::config::{Config, ConfigErrors};
+use crate::metrics::Registry;
 use crate::provider::ProviderError;
-use crate::routing::Routing;
+use crate::routing::{probe, Routing, Shared};
 
 /// Why the gateway could not start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -28,30 +29,37 @@ pub enum AppError {
 /// Build the shared state for a config.
 pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
-    let routing = Routing::build(Arc::new(config))?;
+    let shared = Shared::new(Registry::new());
+    let routing = Routing::build(Arc::new(config), &shared)?;
     Ok(AppState {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
+        shared,
         max_body,
     })
 }
 
 /// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests.
+/// The health prober runs alongside and stops with it.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
+    let prober = tokio::spawn(probe::run(state.routing.clone()));
     let app = router(state);
-    axum::serve(listener, app)
+    let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await?;
+        .await;
+    prober.abort();
+    result?;
     Ok(())
 }
 
-/// Swap in a new config; on error the running one stays and the error is returned.
+/// Swap in a new config, keeping breakers, SLIs, budgets and metrics of what still exists; on
+/// error the running config stays and the error is returned.
 pub fn reload(state: &AppState, path: &std::path::Path) -> Result<(), AppError> {
     let config = Config::load(path)?;
-    let routing = Routing::build(Arc::new(config))?;
+    let routing = Routing::build(Arc::new(config), &state.shared)?;
     state.routing.store(Arc::new(routing));
     Ok(())
 }

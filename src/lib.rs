@@ -34,6 +34,8 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod metrics;
 pub mod mock;
 pub mod provider;
 pub mod routing;
+pub mod stats;

@@ -1,5 +1,6 @@
 //! The inbound edge: the client API (OpenAI shape) and operations endpoints on one port.
 
+mod admin;
 pub mod chat_request;
 pub mod error;
 mod openai;
@@ -11,13 +12,15 @@ use arc_swap::ArcSwap;
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::routing::Routing;
+use crate::routing::{Routing, Shared};
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     /// The routing table; swapped whole on reload.
     pub routing: Arc<ArcSwap<Routing>>,
+    /// What outlives a reload: health, budgets, metrics.
+    pub shared: Arc<Shared>,
     /// Largest accepted request body.
     pub max_body: usize,
 }
@@ -39,6 +42,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ready" }))
+        .route("/metrics", get(admin::metrics))
+        .route("/admin/status", get(admin::status))
+        .route("/admin/targets/{*path}", post(admin::breaker))
         .fallback(openai::not_found)
         .with_state(state)
 }

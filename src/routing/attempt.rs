@@ -20,14 +20,20 @@ fn transport_error(e: &reqwest::Error) -> AttemptError {
     }
 }
 
+/// Marks synthetic health probes, so providers' logs (and our mock) can tell them apart.
+pub const PROBE_HEADER: &str = "x-switchyard-probe";
+
 /// Send the request and wait for a success status; error statuses are read whole.
-async fn send(target: &Target, body: Vec<u8>) -> Result<reqwest::Response, AttemptError> {
-    let resp = target
-        .provider
-        .post(&target.url, body)
-        .send()
-        .await
-        .map_err(|e| transport_error(&e))?;
+async fn send(
+    target: &Target,
+    body: Vec<u8>,
+    probe: bool,
+) -> Result<reqwest::Response, AttemptError> {
+    let mut req = target.provider.post(&target.url, body);
+    if probe {
+        req = req.header(PROBE_HEADER, "1");
+    }
+    let resp = req.send().await.map_err(|e| transport_error(&e))?;
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);
@@ -43,11 +49,12 @@ async fn send(target: &Target, body: Vec<u8>) -> Result<reqwest::Response, Attem
 }
 
 /// A non-streamed answer: the body must be a chat completion (a `choices` field), else the reply
-/// is malformed and another target is asked.
+/// is malformed and another target is asked. `probe` marks a synthetic health probe.
 pub async fn call_full(
     target: &Target,
     body: Vec<u8>,
     deadline: Instant,
+    probe: bool,
 ) -> Result<Bytes, AttemptError> {
     #[derive(Deserialize)]
     struct Completion<'a> {
@@ -56,7 +63,7 @@ pub async fn call_full(
         choices: &'a RawValue,
     }
     let call = async {
-        let resp = send(target, body).await?;
+        let resp = send(target, body, probe).await?;
         let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
         serde_json::from_slice::<Completion<'_>>(&bytes).map_err(|_| AttemptError::Malformed)?;
         Ok(bytes)
@@ -75,7 +82,7 @@ pub async fn call_stream(
     first_token_deadline: Instant,
 ) -> Result<Committed, AttemptError> {
     let call = async {
-        let resp = send(target, body).await?;
+        let resp = send(target, body, false).await?;
         let is_sse = resp
             .headers()
             .get(http::header::CONTENT_TYPE)

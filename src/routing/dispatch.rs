@@ -1,6 +1,6 @@
-//! The failover loop, top to bottom: pick the next usable target, make one attempt, and on
-//! failure let the error's classification decide whether to retry here, move on, or hand the
-//! provider's answer back. The client sees one answer.
+//! The failover loop, top to bottom: pick the next usable target (breaker closed, not parked),
+//! make one attempt, and on failure let the error's classification decide whether to retry
+//! here, move on, or hand the provider's answer back. The client sees one answer.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +13,11 @@ use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream};
 use super::failover::{AttemptError, NextStep};
+use super::health::Verdict;
 use super::stream::{relay, RelayContext};
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
+use crate::metrics::names;
 
 /// A client request on its way through a route.
 #[derive(Debug)]
@@ -55,7 +57,10 @@ pub enum Answer {
 /// The outcome of a request: an answer or a failure, and the path that led there.
 pub struct Outcome {
     pub result: Result<Answer, Failure>,
+    /// Attempts made, in order.
     pub path: Vec<AttemptRecord>,
+    /// Targets passed over because their breaker was open.
+    pub skipped: Vec<Arc<Target>>,
 }
 
 impl Outcome {
@@ -76,6 +81,17 @@ pub struct Failure {
 /// Base of the jittered pause before a quick same-target retry.
 const QUICK_RETRY_BASE: Duration = Duration::from_millis(50);
 
+/// Where the loop stands between attempts.
+struct Cursor<'r> {
+    idx: usize,
+    quick_retries_left: u32,
+    not_sent_retry_left: bool,
+    retry_after_wait_left: bool,
+    /// After a context-length error: only targets with a larger (or unknown) window.
+    window_floor: Option<u32>,
+    too_long_model: Option<&'r str>,
+}
+
 /// Serve a request on a route with soft failover.
 pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
     let policy = &route.config.failover;
@@ -89,31 +105,48 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
     } else {
         1
     };
+    route.budget.deposit(started);
 
     let mut path: Vec<AttemptRecord> = Vec::new();
+    let mut skipped: Vec<Arc<Target>> = Vec::new();
     let mut errors: Vec<AttemptError> = Vec::new();
-    let mut idx = 0;
-    let mut quick_retries_left = policy.same_target_retries;
-    let mut not_sent_retry_left = true;
-    let mut retry_after_wait_left = true;
-    // After a context-length error: only targets with a larger (or unknown) window.
-    let mut window_floor: Option<u32> = None;
-    let mut too_long_model: Option<&str> = None;
+    let mut cur = Cursor {
+        idx: 0,
+        quick_retries_left: policy.same_target_retries,
+        not_sent_retry_left: true,
+        retry_after_wait_left: true,
+        window_floor: None,
+        too_long_model: None,
+    };
+    let mut budget_spent = false;
 
     while (path.len() as u32) < max_attempts && Instant::now() < deadline {
         let pick = if req.failover {
-            pick_target(route, idx, window_floor, too_long_model, deadline).await
+            pick_target(route, &cur, deadline, &mut skipped).await
         } else {
             Some(0)
         };
         let Some(i) = pick else { break };
-        if i != idx {
-            idx = i;
-            quick_retries_left = policy.same_target_retries;
-            not_sent_retry_left = true;
-            retry_after_wait_left = true;
+        if i != cur.idx {
+            if let (Some(from), Some(to)) = (skipped.last(), route.targets.get(i)) {
+                if path.is_empty() {
+                    route.count_failover(from, to, "breaker_open");
+                }
+            }
+            cur.idx = i;
+            cur.quick_retries_left = policy.same_target_retries;
+            cur.not_sent_retry_left = true;
+            cur.retry_after_wait_left = true;
         }
-        let target = &route.targets[idx];
+        if !path.is_empty() && !route.budget.try_withdraw(Instant::now()) {
+            route.metrics.inc(
+                names::RETRY_BUDGET_EXHAUSTED,
+                &[("route", &route.config.name)],
+            );
+            budget_spent = true;
+            break;
+        }
+        let target = &route.targets[cur.idx];
         let attempt_no = path.len() + 1;
         let attempt_start = Instant::now();
         let attempt_deadline = deadline.min(attempt_start + policy.attempt_timeout);
@@ -130,10 +163,14 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
             )
             .await
             .map(|committed| {
+                target
+                    .health
+                    .first_token(Instant::now(), attempt_start.elapsed());
                 let ctx = RelayContext {
                     request_id: req.id.clone(),
                     route: route.config.name.clone(),
-                    target: target.id().to_owned(),
+                    target: target.clone(),
+                    attempt_start,
                     idle_timeout: policy.idle_timeout,
                 };
                 Answer::Stream {
@@ -141,21 +178,31 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                 }
             })
         } else {
-            call_full(target, upstream_body, attempt_deadline)
+            call_full(target, upstream_body, attempt_deadline, false)
                 .await
                 .map(|body| Answer::Full { body })
         };
         let elapsed = attempt_start.elapsed();
         let err = match result {
             Ok(answer) => {
+                if !req.chat.stream {
+                    // A stream's attempt is judged when it ends (see `stream::relay`).
+                    target.health.attempt(Instant::now(), Verdict::Ok, elapsed);
+                }
                 path.push(record(target, started, attempt_start, elapsed, "ok", None));
-                return Outcome {
+                let outcome = Outcome {
                     result: Ok(answer),
                     path,
+                    skipped,
                 };
+                finish(route, &outcome, started, cur.idx);
+                return outcome;
             }
             Err(err) => err,
         };
+        target
+            .health
+            .attempt(Instant::now(), err.verdict(), elapsed);
         let status = err.status().map(|s| s.as_u16());
         path.push(record(
             target,
@@ -173,25 +220,30 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
         let step = err.next_step(policy);
         if step == NextStep::ReturnAsIs || !req.failover {
             if let AttemptError::Status { status, body, .. } = err {
-                let result = Ok(Answer::Upstream { status, body });
-                return Outcome { result, path };
+                let outcome = Outcome {
+                    result: Ok(Answer::Upstream { status, body }),
+                    path,
+                    skipped,
+                };
+                finish(route, &outcome, started, cur.idx);
+                return outcome;
             }
             errors.push(err);
             break;
         }
         match step {
-            NextStep::RetryNotSent if not_sent_retry_left => not_sent_retry_left = false,
-            NextStep::RetryQuick if quick_retries_left > 0 => {
-                let spent = policy.same_target_retries - quick_retries_left;
-                quick_retries_left -= 1;
+            NextStep::RetryNotSent if cur.not_sent_retry_left => cur.not_sent_retry_left = false,
+            NextStep::RetryQuick if cur.quick_retries_left > 0 => {
+                let spent = policy.same_target_retries - cur.quick_retries_left;
+                cur.quick_retries_left -= 1;
                 tokio::time::sleep_until(deadline.min(Instant::now() + jittered(spent))).await;
             }
             NextStep::RetryAfter(wait)
-                if retry_after_wait_left
+                if cur.retry_after_wait_left
                     && wait <= policy.retry_after_wait
                     && Instant::now() + wait < deadline =>
             {
-                retry_after_wait_left = false;
+                cur.retry_after_wait_left = false;
                 tokio::time::sleep(wait).await;
             }
             step => {
@@ -199,11 +251,12 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                     target.park(Instant::now(), wait);
                 }
                 if step == NextStep::NextLargerWindow {
-                    window_floor = window_floor.max(target.config.context_window);
-                    too_long_model = Some(&target.config.model);
+                    cur.window_floor = cur.window_floor.max(target.config.context_window);
+                    cur.too_long_model = Some(&target.config.model);
                 }
-                idx += 1;
-                if let Some(next) = route.targets.get(idx) {
+                cur.idx += 1;
+                if let Some(next) = route.targets.get(cur.idx) {
+                    route.count_failover(target, next, err.kind());
                     tracing::info!(
                         request_id = %req.id, route = %route.config.name, from = %target.id(),
                         to = %next.id(), reason = err.kind(), status, "failover"
@@ -213,8 +266,32 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
         }
         errors.push(err);
     }
-    let result = Err(failure(route, &path, &errors, Instant::now() >= deadline));
-    Outcome { result, path }
+    let out_of_time = Instant::now() >= deadline;
+    let outcome = Outcome {
+        result: Err(failure(route, &path, &errors, out_of_time, budget_spent)),
+        path,
+        skipped,
+    };
+    finish(route, &outcome, started, cur.idx);
+    outcome
+}
+
+/// Metrics and the request SLI of the target the request started on.
+fn finish(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
+    let now = Instant::now();
+    let (outcome_label, served) = match &outcome.result {
+        Ok(Answer::Upstream { .. }) => (1, Some(served_idx)),
+        Ok(_) => (0, Some(served_idx)),
+        Err(_) => (2, None),
+    };
+    route.count_request(served, outcome_label, now - started);
+    let first = outcome
+        .skipped
+        .first()
+        .or(outcome.path.first().map(|a| &a.target));
+    if let Some(first) = first {
+        first.health.request(now, outcome_label != 2);
+    }
 }
 
 fn record(
@@ -240,39 +317,53 @@ fn jittered(retry: u32) -> Duration {
     full / 2 + full.mul_f64(fastrand::f64() / 2.0)
 }
 
-/// The first usable target at or after `from`. A target parked by `Retry-After` is passed over;
-/// when only parked targets remain, wait for the one that frees up first if that fits the
-/// deadline.
+/// The first usable target at or after the cursor: its breaker admits the request and no
+/// `Retry-After` parks it. When only parked targets remain, wait for the one that frees up
+/// first if that fits the deadline; when every remaining target's breaker is open, try the one
+/// closest to recovery rather than failing without an attempt.
 async fn pick_target(
     route: &Route,
-    from: usize,
-    window_floor: Option<u32>,
-    too_long_model: Option<&str>,
+    cur: &Cursor<'_>,
     deadline: Instant,
+    skipped: &mut Vec<Arc<Target>>,
 ) -> Option<usize> {
     let now = Instant::now();
-    let mut soonest: Option<(usize, Duration)> = None;
-    for (i, t) in route.targets.iter().enumerate().skip(from) {
-        if too_long_model == Some(t.config.model.as_str()) {
+    let mut soonest_parked: Option<(usize, Duration)> = None;
+    let mut closest_open: Option<(usize, Duration)> = None;
+    for (i, t) in route.targets.iter().enumerate().skip(cur.idx) {
+        if cur.too_long_model == Some(t.config.model.as_str()) {
             continue;
         }
-        if let (Some(floor), Some(window)) = (window_floor, t.config.context_window) {
+        if let (Some(floor), Some(window)) = (cur.window_floor, t.config.context_window) {
             if window <= floor {
                 continue;
             }
         }
-        match t.parked_for(now) {
-            None => return Some(i),
-            Some(wait) if soonest.is_none_or(|(_, w)| wait < w) => soonest = Some((i, wait)),
-            Some(_) => {}
+        if let Some(wait) = t.parked_for(now) {
+            if soonest_parked.is_none_or(|(_, w)| wait < w) {
+                soonest_parked = Some((i, wait));
+            }
+            continue;
+        }
+        if !t.health.admit(now) {
+            if !skipped.iter().any(|s| Arc::ptr_eq(s, t)) {
+                skipped.push(t.clone());
+            }
+            let eta = t.health.recovery_eta(now);
+            if closest_open.is_none_or(|(_, e)| eta < e) {
+                closest_open = Some((i, eta));
+            }
+            continue;
+        }
+        return Some(i);
+    }
+    if let Some((i, wait)) = soonest_parked {
+        if now + wait < deadline {
+            tokio::time::sleep(wait).await;
+            return Some(i);
         }
     }
-    let (i, wait) = soonest?;
-    if now + wait >= deadline {
-        return None;
-    }
-    tokio::time::sleep(wait).await;
-    Some(i)
+    closest_open.map(|(i, _)| i)
 }
 
 /// The client-visible error when no attempt succeeded: it names every step of the path.
@@ -281,6 +372,7 @@ fn failure(
     path: &[AttemptRecord],
     errors: &[AttemptError],
     out_of_time: bool,
+    budget_spent: bool,
 ) -> Failure {
     if path.is_empty() {
         return Failure {
@@ -310,16 +402,21 @@ fn failure(
         .all(|e| matches!(e.status().map(|s| s.as_u16()), Some(429 | 503 | 529)));
     let (status, code) = if out_of_time || all_timeouts {
         (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
-    } else if all_overloaded {
+    } else if all_overloaded || budget_spent {
         (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
     } else {
         (StatusCode::BAD_GATEWAY, "upstream_failed")
+    };
+    let budget_note = if budget_spent {
+        " (no retry: the route's retry budget is spent)"
+    } else {
+        ""
     };
     Failure {
         status,
         code,
         message: format!(
-            "route {}: all {} attempt(s) failed: {}",
+            "route {}: all {} attempt(s) failed{budget_note}: {}",
             route.config.name,
             path.len(),
             steps.join("; ")

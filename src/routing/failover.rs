@@ -6,6 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::StatusCode;
 
+use super::health::Verdict;
 use crate::config::FailoverPolicy;
 
 /// How one upstream call failed.
@@ -77,6 +78,19 @@ impl AttemptError {
         match self {
             AttemptError::Status { status, .. } => Some(*status),
             _ => None,
+        }
+    }
+
+    /// Whether this counts against the target's breaker and SLIs: 5xx, 429, 401/403/404/408,
+    /// timeouts, stalls, transport errors and malformed replies do; other 4xx (the client's
+    /// doing, a context-length error included) do not.
+    pub fn verdict(&self) -> Verdict {
+        match self {
+            AttemptError::Status { status, .. } => match status.as_u16() {
+                401 | 403 | 404 | 408 | 429 | 500..=599 => Verdict::Failed,
+                _ => Verdict::Neutral,
+            },
+            _ => Verdict::Failed,
         }
     }
 
@@ -228,6 +242,26 @@ mod tests {
             AttemptError::FirstTokenTimeout.next_step(&p),
             NextStep::NextTarget
         );
+    }
+
+    #[test]
+    fn only_the_targets_own_failures_count_against_it() {
+        for code in [401, 403, 404, 408, 429, 500, 503, 529] {
+            assert_eq!(
+                status(code, None, None).verdict(),
+                Verdict::Failed,
+                "{code}"
+            );
+        }
+        for code in [400, 413, 422] {
+            assert_eq!(
+                status(code, None, None).verdict(),
+                Verdict::Neutral,
+                "{code}"
+            );
+        }
+        assert_eq!(AttemptError::Timeout.verdict(), Verdict::Failed);
+        assert_eq!(AttemptError::Connect.verdict(), Verdict::Failed);
     }
 
     #[test]

@@ -1,37 +1,99 @@
 //! Routing: from a route name to an answer. `dispatch` is the failover loop (read it top-down);
 //! `attempt` makes one upstream call and classifies how it failed (`failover`); `stream` relays a
-//! committed stream and ends it honestly.
+//! committed stream and ends it honestly; `breaker`, `health` and `budget` decide which targets
+//! may take traffic and how many retries may go out; `probe` tests held targets.
 //!
-//! The runtime table ([`Routing`]) is built from a [`Config`] and swapped whole on reload.
+//! The runtime table ([`Routing`]) is built from a [`Config`] and swapped whole on reload; what
+//! must survive a reload (breakers, SLIs, budgets, metrics) lives in [`Shared`] and is handed
+//! back to the new table by target id and route name.
 
 pub mod attempt;
 pub mod breaker;
+pub mod budget;
 pub mod dispatch;
 pub mod failover;
+pub mod health;
+pub mod probe;
 pub mod stream;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::config::{Config, RouteConfig, TargetConfig};
+use crate::metrics::{names, AtomicHistogram, Registry};
 use crate::provider::{Provider, ProviderError};
+use budget::RetryBudget;
+use health::Health;
+
+/// State that outlives one routing table: kept across config reloads.
+#[derive(Debug)]
+pub struct Shared {
+    pub metrics: Arc<Registry>,
+    health: Mutex<HashMap<String, Arc<Health>>>,
+    budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
+}
+
+impl Shared {
+    /// Empty shared state around a metrics registry.
+    pub fn new(metrics: Arc<Registry>) -> Arc<Shared> {
+        Arc::new(Shared {
+            metrics,
+            health: Mutex::default(),
+            budgets: Mutex::default(),
+        })
+    }
+}
 
 /// The runtime routing table.
 #[derive(Debug)]
 pub struct Routing {
     pub config: Arc<Config>,
     routes: HashMap<String, Arc<Route>>,
+    /// Every target once, in config order.
+    targets: Vec<Arc<Target>>,
 }
+
+/// Outcome labels of `switchyard_requests_total`.
+pub const OUTCOMES: [&str; 3] = ["ok", "client_error", "error"];
 
 /// A route with its targets resolved to runtime state.
 #[derive(Debug)]
 pub struct Route {
     pub config: Arc<RouteConfig>,
     pub targets: Vec<Arc<Target>>,
+    pub budget: Arc<RetryBudget>,
+    pub metrics: Arc<Registry>,
+    /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
+    requests: Vec<[Arc<AtomicU64>; 3]>,
+    duration: Arc<AtomicHistogram>,
+}
+
+impl Route {
+    /// Count a finished client request: served by target `served` (an index), or none.
+    pub fn count_request(&self, served: Option<usize>, outcome: usize, elapsed: Duration) {
+        let row = served.unwrap_or(self.targets.len());
+        if let Some(c) = self.requests.get(row).and_then(|r| r.get(outcome)) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        self.duration.observe(elapsed);
+    }
+
+    /// Count a move from one target to another.
+    pub fn count_failover(&self, from: &Target, to: &Target, reason: &'static str) {
+        self.metrics.inc(
+            names::FAILOVERS,
+            &[
+                ("route", &self.config.name),
+                ("from", from.id()),
+                ("to", to.id()),
+                ("reason", reason),
+            ],
+        );
+    }
 }
 
 /// One model at one provider, with the state the failover loop keeps about it.
@@ -40,6 +102,9 @@ pub struct Target {
     pub config: Arc<TargetConfig>,
     pub provider: Arc<Provider>,
     pub url: reqwest::Url,
+    pub health: Arc<Health>,
+    /// Probes get at most this long.
+    pub probe_timeout: Duration,
     origin: Instant,
     /// Milliseconds after `origin` until which a 429's `Retry-After` parks this target; 0: never.
     parked_until_ms: AtomicU64,
@@ -69,20 +134,29 @@ impl Target {
     }
 }
 
+fn reuse<T>(map: &Mutex<HashMap<String, Arc<T>>>, key: &str, make: impl FnOnce() -> T) -> Arc<T> {
+    let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+    map.entry(key.to_owned())
+        .or_insert_with(|| Arc::new(make()))
+        .clone()
+}
+
 impl Routing {
-    /// Resolve a config into runtime routes; providers share one pool each.
-    pub fn build(config: Arc<Config>) -> Result<Routing, ProviderError> {
+    /// Resolve a config into runtime routes; providers share one pool each. Health, budgets and
+    /// metrics of targets and routes that already exist in `shared` are kept.
+    pub fn build(config: Arc<Config>, shared: &Shared) -> Result<Routing, ProviderError> {
         let mut providers: HashMap<&str, Arc<Provider>> = HashMap::new();
         for p in &config.providers {
             providers.insert(&p.name, Arc::new(Provider::new(p.clone())?));
         }
-        let mut targets: HashMap<String, Arc<Target>> = HashMap::new();
+        let mut by_id: HashMap<String, Arc<Target>> = HashMap::new();
+        let mut targets = Vec::new();
         let mut routes = HashMap::new();
         let origin = Instant::now();
         for route in &config.routes {
             let mut resolved = Vec::with_capacity(route.targets.len());
             for t in &route.targets {
-                if let Some(existing) = targets.get(&t.id) {
+                if let Some(existing) = by_id.get(&t.id) {
                     resolved.push(existing.clone());
                     continue;
                 }
@@ -93,25 +167,63 @@ impl Routing {
                         provider: t.provider.name.clone(),
                         message: "unknown provider".into(),
                     })?;
+                // A target shared by routes takes the breaker policy of the first route naming it.
+                let health = reuse(&shared.health, &t.id, || {
+                    Health::new(&t.id, route.breaker.clone(), shared.metrics.clone())
+                });
+                health.set_policy(route.breaker.clone());
                 let target = Arc::new(Target {
                     url: provider.chat_url(t)?,
                     config: t.clone(),
                     provider,
+                    health,
+                    probe_timeout: route.failover.attempt_timeout.min(Duration::from_secs(10)),
                     origin,
                     parked_until_ms: AtomicU64::new(0),
                 });
-                targets.insert(t.id.clone(), target.clone());
+                by_id.insert(t.id.clone(), target.clone());
+                targets.push(target.clone());
                 resolved.push(target);
             }
+            let budget = reuse(&shared.budgets, &route.name, || {
+                RetryBudget::new(route.retry_budget.clone())
+            });
+            budget.set_policy(route.retry_budget.clone());
+            let m = &shared.metrics;
+            let rows = resolved
+                .iter()
+                .map(|t| t.id())
+                .chain(std::iter::once("none"))
+                .map(|target| {
+                    OUTCOMES.map(|outcome| {
+                        m.counter(
+                            names::REQUESTS,
+                            &[
+                                ("route", &route.name),
+                                ("target", target),
+                                ("outcome", outcome),
+                            ],
+                        )
+                    })
+                })
+                .collect();
             routes.insert(
                 route.name.clone(),
                 Arc::new(Route {
                     config: route.clone(),
                     targets: resolved,
+                    budget,
+                    metrics: m.clone(),
+                    requests: rows,
+                    duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
                 }),
             );
         }
-        Ok(Routing { config, routes })
+        Ok(Routing {
+            config,
+            routes,
+            targets,
+        })
     }
 
     /// The route clients reach with `model`.
@@ -122,5 +234,15 @@ impl Routing {
     /// Route names in config order.
     pub fn route_names(&self) -> impl Iterator<Item = &str> {
         self.config.routes.iter().map(|r| r.name.as_str())
+    }
+
+    /// Every target once, in config order.
+    pub fn targets(&self) -> &[Arc<Target>] {
+        &self.targets
+    }
+
+    /// A target by its `provider/model` id.
+    pub fn target(&self, id: &str) -> Option<&Arc<Target>> {
+        self.targets.iter().find(|t| t.id() == id)
     }
 }

@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,6 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
+use super::health::Verdict;
+use super::Target;
 use crate::api::sse::{encode_data, SseDecoder, SseEvent, DONE};
 
 /// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
@@ -222,12 +225,14 @@ pub struct Committed {
     pub head: Vec<Bytes>,
 }
 
-/// Who is relaying, for the log lines a broken stream writes.
+/// Who is relaying: for the log lines a broken stream writes and the target's health, which
+/// learns how the attempt ended when the stream does.
 #[derive(Debug, Clone)]
 pub struct RelayContext {
     pub request_id: String,
     pub route: String,
-    pub target: String,
+    pub target: Arc<Target>,
+    pub attempt_start: Instant,
     pub idle_timeout: Duration,
 }
 
@@ -257,7 +262,7 @@ impl Relay {
                 } else if !self.tracker.usage_seen {
                     tracing::warn!(
                         request_id = %self.ctx.request_id, route = %self.ctx.route,
-                        target = %self.ctx.target, "skipped a stream chunk that is not valid JSON"
+                        target = %self.ctx.target.id(), "skipped a stream chunk that is not valid JSON"
                     );
                 }
             }
@@ -269,17 +274,27 @@ impl Relay {
     fn finish(&mut self) {
         self.out.push_back(encode_data(DONE));
         self.ended = true;
+        let elapsed = self.ctx.attempt_start.elapsed();
+        self.ctx
+            .target
+            .health
+            .attempt(Instant::now(), Verdict::Ok, elapsed);
     }
 
     /// The seam for mid-stream continuation: today a broken stream ends with an error.
     fn cut(&mut self, why: StreamCut) {
+        let elapsed = self.ctx.attempt_start.elapsed();
+        self.ctx
+            .target
+            .health
+            .attempt(Instant::now(), Verdict::Failed, elapsed);
         let message = format!(
             "the answer from {} is incomplete: {}",
-            self.ctx.target,
+            self.ctx.target.id(),
             why.describe()
         );
         tracing::warn!(
-            request_id = %self.ctx.request_id, route = %self.ctx.route, target = %self.ctx.target,
+            request_id = %self.ctx.request_id, route = %self.ctx.route, target = %self.ctx.target.id(),
             kind = why.kind(), chunks = self.tracker.content_chunks,
             elapsed_ms = self.started.elapsed().as_millis() as u64, "stream broke after commit"
         );

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Time to first chunk of a streamed chat completion, over one keep-alive connection.
+
+Sends N sequential streamed requests to URL and, for each, measures from just before the request
+is written until the first `data:` line arrives (time to first chunk) and until the stream ends
+(time to last byte). Prints one JSON object with p50/p90/p99 of both, in milliseconds.
+
+Usage: ttfb.py URL BODY_FILE N [WARMUP]
+Only the standard library: it runs on a fresh machine.
+"""
+
+import http.client
+import json
+import sys
+import time
+import urllib.parse
+
+
+def pct(sorted_vals, p):
+    if not sorted_vals:
+        return float("nan")
+    k = (len(sorted_vals) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def main():
+    url = urllib.parse.urlsplit(sys.argv[1])
+    with open(sys.argv[2], "rb") as f:
+        body = f.read()
+    n = int(sys.argv[3])
+    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 50
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    conn.connect()
+    # Send the request in one write, like an SDK would, without Nagle delays.
+    import socket
+
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    first, total = [], []
+    errors = 0
+    for i in range(warmup + n):
+        t0 = time.perf_counter()
+        conn.request("POST", url.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        t_first = None
+        if resp.status == 200:
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                if line.startswith(b"data:"):
+                    t_first = time.perf_counter()
+                    break
+        resp.read()  # drain the rest so the connection can be reused
+        t_end = time.perf_counter()
+        if resp.status != 200 or t_first is None:
+            errors += 1
+            continue
+        if i >= warmup:
+            first.append((t_first - t0) * 1000.0)
+            total.append((t_end - t0) * 1000.0)
+    first.sort()
+    total.sort()
+    print(
+        json.dumps(
+            {
+                "n": len(first),
+                "errors": errors,
+                "first_p50_ms": pct(first, 50),
+                "first_p90_ms": pct(first, 90),
+                "first_p99_ms": pct(first, 99),
+                "total_p50_ms": pct(total, 50),
+                "total_p99_ms": pct(total, 99),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+//! Operations endpoints: `/metrics`, `/admin/status`, and the manual breaker override.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use http::{header, HeaderValue, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::config::HedgeDelay;
+use crate::routing::breaker::Manual;
+
+/// `GET /metrics`: Prometheus text.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let mut resp = state.shared.metrics.render().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(u64::MAX)) as u64
+}
+
+/// `GET /admin/status`: breaker state, SLIs and hedge delay per target; routes with their
+/// targets in order.
+pub async fn status(State(state): State<AppState>) -> Response {
+    let routing = state.routing.load();
+    let now = Instant::now();
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let targets: Vec<_> = routing
+        .targets()
+        .iter()
+        .map(|t| {
+            let (b, sli) = t.health.snapshot(now);
+            let since = wall.saturating_sub(b.for_).as_secs_f64();
+            json!({
+                "target": t.id(),
+                "provider": t.config.provider.name,
+                "kind": t.config.provider.kind.as_str(),
+                "breaker": {
+                    "state": b.state.as_str(),
+                    "since": since,
+                    "for_ms": ms(b.for_),
+                    "failure_rate": b.failure_rate,
+                    "requests_in_window": b.requests_in_window,
+                    "opens": b.opens,
+                    "hold_ms": ms(b.hold),
+                    "traffic_share": b.traffic_share,
+                },
+                "parked_ms": t.parked_for(now).map(ms),
+                "sli": sli,
+                "hedge_delay_ms": serde_json::Value::Null,
+            })
+        })
+        .collect();
+    let routes: Vec<_> = routing
+        .config
+        .routes
+        .iter()
+        .map(|r| {
+            json!({
+                "route": r.name,
+                "targets": r.targets.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+                "hedge": r.hedge.enabled.then(|| match r.hedge.delay {
+                    HedgeDelay::Fixed(d) => json!({"delay_ms": ms(d)}),
+                    HedgeDelay::Percentile(p) => json!({"delay_percentile": p}),
+                }),
+            })
+        })
+        .collect();
+    Json(json!({"targets": targets, "routes": routes})).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Action {
+    action: String,
+}
+
+/// `POST /admin/targets/{provider}/{model}/breaker` with `{"action":"open"|"close"|"reset"}`.
+/// The model part may itself hold slashes (`meta-llama/Llama-3`).
+pub async fn breaker(
+    State(state): State<AppState>,
+    Path(path): Path<String>,
+    body: Bytes,
+) -> Response {
+    let Some(id) = path.strip_suffix("/breaker") else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "not_found",
+            "use POST /admin/targets/{provider}/{model}/breaker",
+        )
+        .into_response();
+    };
+    let action = match serde_json::from_slice::<Action>(&body).map(|a| a.action) {
+        Ok(a) if a == "open" => Manual::Open,
+        Ok(a) if a == "close" => Manual::Close,
+        Ok(a) if a == "reset" => Manual::Reset,
+        _ => {
+            return ApiError::bad_request(
+                "invalid_action",
+                r#"the body must be {"action": "open" | "close" | "reset"}"#,
+            )
+            .into_response()
+        }
+    };
+    let routing = state.routing.load();
+    let Some(target) = routing.target(id) else {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "target_not_found",
+            format!("no target {id}; GET /admin/status lists them"),
+        )
+        .into_response();
+    };
+    let new_state = target.health.manual(Instant::now(), action);
+    tracing::warn!(target = %id, action = ?action, state = new_state.as_str(), "manual breaker override");
+    Json(json!({"target": id, "state": new_state.as_str()})).into_response()
+}

@@ -1,0 +1,115 @@
+//! The retry budget (`[routes.retry_budget]`): retries and hedges together may add at most
+//! `ratio` of the recent requests, plus `min_per_sec`, over a ten-second window. Under a total
+//! outage this keeps the load on providers near (1 + ratio)x instead of multiplying it by
+//! `max_attempts` (Finagle's and tower's retry budgets).
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::RetryBudgetPolicy;
+
+const SLOTS: usize = 10;
+const SLOT: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    epoch: u64,
+    requests: u32,
+    retries: u32,
+}
+
+/// One route's budget.
+#[derive(Debug)]
+pub struct RetryBudget {
+    policy: Mutex<RetryBudgetPolicy>,
+    origin: Instant,
+    slots: Mutex<[Slot; SLOTS]>,
+}
+
+impl RetryBudget {
+    /// An empty budget.
+    pub fn new(policy: RetryBudgetPolicy) -> Self {
+        RetryBudget {
+            policy: Mutex::new(policy),
+            origin: Instant::now(),
+            slots: Mutex::new([Slot::default(); SLOTS]),
+        }
+    }
+
+    /// Take a reloaded policy.
+    pub fn set_policy(&self, policy: RetryBudgetPolicy) {
+        *self.policy.lock().unwrap_or_else(PoisonError::into_inner) = policy;
+    }
+
+    fn epoch(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.origin).as_millis() / SLOT.as_millis()) as u64
+    }
+
+    fn with_slot<R>(&self, now: Instant, f: impl FnOnce(&mut Slot, (u32, u32)) -> R) -> R {
+        let epoch = self.epoch(now);
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut requests, mut retries) = (0, 0);
+        for s in slots.iter() {
+            if epoch.saturating_sub(s.epoch) < SLOTS as u64 {
+                requests += s.requests;
+                retries += s.retries;
+            }
+        }
+        let slot = &mut slots[(epoch % SLOTS as u64) as usize];
+        if slot.epoch != epoch {
+            *slot = Slot {
+                epoch,
+                ..Slot::default()
+            };
+        }
+        f(slot, (requests, retries))
+    }
+
+    /// A new client request arrived.
+    pub fn deposit(&self, now: Instant) {
+        self.with_slot(now, |slot, _| slot.requests += 1);
+    }
+
+    /// May one more retry or hedge go out? Counts it when it may.
+    pub fn try_withdraw(&self, now: Instant) -> bool {
+        let policy = self
+            .policy
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        self.with_slot(now, |slot, (requests, retries)| {
+            let allowed =
+                policy.ratio * f64::from(requests) + f64::from(policy.min_per_sec) * SLOTS as f64;
+            if f64::from(retries) < allowed {
+                slot.retries += 1;
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_stay_within_ratio_plus_floor() {
+        let b = RetryBudget::new(RetryBudgetPolicy {
+            ratio: 0.2,
+            min_per_sec: 1,
+        });
+        let now = b.origin;
+        for _ in 0..1000 {
+            b.deposit(now);
+        }
+        let granted = (0..1000).filter(|_| b.try_withdraw(now)).count();
+        assert_eq!(granted, 200 + 10, "20% of 1000 requests plus 1/s over 10 s");
+        // The window moves on: old requests and retries age out.
+        let later = now + Duration::from_secs(11);
+        assert_eq!((0..100).filter(|_| b.try_withdraw(later)).count(), 10);
+    }
+}

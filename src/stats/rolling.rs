@@ -1,0 +1,176 @@
+//! Rolling windows made of slots: a slot older than the window is reset when its turn comes.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::time::Instant;
+
+use super::Percentiles;
+
+#[derive(Debug)]
+struct Clock {
+    origin: Instant,
+    width: Duration,
+    slots: usize,
+}
+
+impl Clock {
+    fn new(window: Duration, slots: usize, now: Instant) -> Self {
+        Clock {
+            origin: now,
+            width: (window / slots as u32).max(Duration::from_millis(1)),
+            slots,
+        }
+    }
+
+    fn epoch(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.origin).as_nanos() / self.width.as_nanos()) as u64
+    }
+
+    /// Is a slot last written at `epoch` still inside the window at `now`?
+    fn live(&self, epoch: u64, now: Instant) -> bool {
+        self.epoch(now).saturating_sub(epoch) < self.slots as u64
+    }
+}
+
+/// Success / total counts over a rolling window.
+#[derive(Debug)]
+pub struct RollingCounts {
+    clock: Clock,
+    slots: Vec<(u64, u64, u64)>, // (epoch, ok, total)
+}
+
+impl RollingCounts {
+    /// An empty window of `slots` slots.
+    pub fn new(window: Duration, slots: usize, now: Instant) -> Self {
+        RollingCounts {
+            clock: Clock::new(window, slots, now),
+            slots: vec![(0, 0, 0); slots],
+        }
+    }
+
+    /// Count one event.
+    pub fn add(&mut self, now: Instant, ok: bool) {
+        let epoch = self.clock.epoch(now);
+        let slot = &mut self.slots[(epoch % self.clock.slots as u64) as usize];
+        if slot.0 != epoch {
+            *slot = (epoch, 0, 0);
+        }
+        slot.1 += u64::from(ok);
+        slot.2 += 1;
+    }
+
+    /// (ok, total) in the window.
+    pub fn counts(&self, now: Instant) -> (u64, u64) {
+        self.slots
+            .iter()
+            .filter(|s| self.clock.live(s.0, now))
+            .fold((0, 0), |(ok, n), s| (ok + s.1, n + s.2))
+    }
+}
+
+/// Latencies (recorded in microseconds) over a rolling window.
+#[derive(Debug)]
+pub struct RollingHistogram {
+    clock: Clock,
+    slots: Vec<(u64, Histogram<u64>)>,
+    merged: Histogram<u64>,
+}
+
+const MAX_MICROS: u64 = 3_600_000_000;
+
+#[expect(
+    clippy::expect_used,
+    reason = "constant bounds that hdrhistogram accepts"
+)]
+fn histogram() -> Histogram<u64> {
+    // 1 µs to an hour at 2 significant digits: a few KiB each.
+    Histogram::new_with_bounds(1, MAX_MICROS, 2).expect("valid histogram bounds")
+}
+
+impl RollingHistogram {
+    /// An empty window of `slots` slots.
+    pub fn new(window: Duration, slots: usize, now: Instant) -> Self {
+        RollingHistogram {
+            clock: Clock::new(window, slots, now),
+            slots: (0..slots).map(|_| (0, histogram())).collect(),
+            merged: histogram(),
+        }
+    }
+
+    /// Record one latency.
+    pub fn record(&mut self, now: Instant, value: Duration) {
+        let epoch = self.clock.epoch(now);
+        let slot = &mut self.slots[(epoch % self.clock.slots as u64) as usize];
+        if slot.0 != epoch {
+            slot.0 = epoch;
+            slot.1.reset();
+        }
+        slot.1
+            .saturating_record((value.as_micros() as u64).clamp(1, MAX_MICROS));
+    }
+
+    fn merge(&mut self, now: Instant) -> &Histogram<u64> {
+        self.merged.reset();
+        for (epoch, h) in &self.slots {
+            if self.clock.live(*epoch, now) && !h.is_empty() {
+                let _ = self.merged.add(h);
+            }
+        }
+        &self.merged
+    }
+
+    /// The `q`-th percentile (0–100), with at least `min_samples` in the window.
+    pub fn percentile(&mut self, now: Instant, q: f64, min_samples: u64) -> Option<Duration> {
+        let h = self.merge(now);
+        (h.len() >= min_samples.max(1)).then(|| Duration::from_micros(h.value_at_percentile(q)))
+    }
+
+    /// p50/p95/p99 in milliseconds, if any samples.
+    pub fn percentiles(&mut self, now: Instant) -> Option<Percentiles> {
+        let h = self.merge(now);
+        let ms = |q: f64| h.value_at_percentile(q) as f64 / 1000.0;
+        (!h.is_empty()).then(|| Percentiles {
+            p50: ms(50.0),
+            p95: ms(95.0),
+            p99: ms(99.0),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_roll_out_of_the_window() {
+        let t0 = Instant::now();
+        let mut c = RollingCounts::new(Duration::from_secs(60), 6, t0);
+        c.add(t0, true);
+        c.add(t0 + Duration::from_secs(30), false);
+        assert_eq!(c.counts(t0 + Duration::from_secs(31)), (1, 2));
+        assert_eq!(c.counts(t0 + Duration::from_secs(65)), (0, 1));
+        assert_eq!(c.counts(t0 + Duration::from_secs(200)), (0, 0));
+    }
+
+    #[test]
+    fn percentiles_over_the_window() {
+        let t0 = Instant::now();
+        let mut h = RollingHistogram::new(Duration::from_secs(60), 6, t0);
+        for ms in 1..=100u64 {
+            h.record(t0, Duration::from_millis(ms));
+        }
+        let p = h.percentiles(t0).unwrap();
+        assert!(
+            (p.p50 - 50.0).abs() < 1.0 && (p.p99 - 99.0).abs() < 1.5,
+            "{p:?}"
+        );
+        assert_eq!(h.percentile(t0, 95.0, 101), None, "not enough samples");
+        let p95 = h.percentile(t0, 95.0, 100).unwrap();
+        assert!((94..=96).contains(&p95.as_millis()), "{p95:?}");
+        assert!(
+            h.percentiles(t0 + Duration::from_secs(61)).is_none(),
+            "rolled out"
+        );
+    }
+}
