@@ -1,0 +1,304 @@
+//! Circuit breakers seen from outside: against mock providers, on tokio's paused clock where
+//! holds and probe intervals matter.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+use switchyard::mock::{FaultPlan, MockServer};
+use tokio::time::Instant;
+
+fn down() -> FaultPlan {
+    FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    }
+}
+
+/// User requests a mock saw (probes carry `x-switchyard-probe`).
+fn user_requests(m: &MockServer) -> usize {
+    m.requests()
+        .iter()
+        .filter(|r| r.header("x-switchyard-probe").is_none())
+        .count()
+}
+
+fn probes(m: &MockServer) -> usize {
+    m.requests()
+        .iter()
+        .filter(|r| r.header("x-switchyard-probe").is_some())
+        .count()
+}
+
+async fn status(gw: &Gateway) -> Value {
+    client()
+        .get(gw.url("/admin/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn breaker_state(status: &Value, target: &str) -> String {
+    let t = status["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap();
+    t["breaker"]["state"].as_str().unwrap().to_owned()
+}
+
+const POLICY: &str =
+    "[routes.breaker]\nopen_for = \"30s\"\nprobe_interval = \"10s\"\nramp = \"0s\"";
+
+#[tokio::test(start_paused = true)]
+async fn a_hard_outage_trips_after_consecutive_failures_and_the_backup_serves_with_no_wasted_attempt(
+) {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    for _ in 0..10 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    m[0].set_plan(down());
+    for i in 0..20 {
+        let resp = gw.chat(chat_body(false)).await;
+        assert_eq!(
+            resp.status(),
+            200,
+            "request {i}: every client request is answered"
+        );
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+        if i >= 5 {
+            assert_eq!(
+                header(&resp, "x-switchyard-attempts"),
+                "1",
+                "request {i}: no attempt on the open target"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        user_requests(&m[0]),
+        10 + 5,
+        "the primary saw exactly consecutive_failures while down"
+    );
+    assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "open");
+    let metrics = client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("switchyard_breaker_state{target=\"p0/model-0\"} 2"),
+        "{metrics}"
+    );
+    assert!(metrics
+        .contains("switchyard_breaker_transitions_total{target=\"p0/model-0\",to=\"open\"} 1"));
+    assert!(metrics.contains(
+        "switchyard_failovers_total{route=\"chat\",from=\"p0/model-0\",to=\"p1/model-1\",reason=\"breaker_open\"}"
+    ));
+    assert!(metrics.contains(
+        "switchyard_requests_total{route=\"chat\",target=\"p1/model-1\",outcome=\"ok\"} 20"
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_target_down_for_a_minute_is_probed_and_returns_within_a_probe_interval() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    m[0].set_plan(down());
+    for _ in 0..5 {
+        gw.chat(chat_body(false)).await;
+    }
+    assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "open");
+    let user_before = user_requests(&m[0]);
+    // Down for a minute, user traffic at 2 req/s served by the backup.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        let resp = gw.chat(chat_body(false)).await;
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        user_requests(&m[0]),
+        user_before,
+        "no user request reached the open target"
+    );
+    let p = probes(&m[0]);
+    assert!(
+        (3..=5).contains(&p),
+        "probes after the 30 s hold, every 10 s: {p}"
+    );
+    // Recovery: user traffic returns within one probe interval (plus the quick confirmations).
+    m[0].set_plan(FaultPlan::default());
+    let recovered = Instant::now();
+    loop {
+        let resp = gw.chat(chat_body(false)).await;
+        if header(&resp, "x-switchyard-target") == "p0/model-0" {
+            break;
+        }
+        assert!(
+            recovered.elapsed() < Duration::from_secs(12),
+            "still not back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        recovered.elapsed() <= Duration::from_secs(11),
+        "{:?}",
+        recovered.elapsed()
+    );
+    assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "closed");
+}
+
+#[tokio::test]
+async fn a_steady_twenty_percent_error_rate_never_trips() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(500),
+        error_rate: 0.2,
+        seed: 7,
+        ..Default::default()
+    });
+    for _ in 0..300 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let s = status(&gw).await;
+    assert_eq!(breaker_state(&s, "p0/model-0"), "closed");
+    assert_eq!(
+        m[0].stats().requests,
+        300,
+        "every request tried the primary first"
+    );
+    let rate = s["targets"][0]["sli"]["attempt_success_rate"]
+        .as_f64()
+        .unwrap();
+    assert!((0.7..0.9).contains(&rate), "{rate}");
+    assert_eq!(s["targets"][0]["sli"]["request_success_rate"], 1.0);
+}
+
+#[tokio::test]
+async fn a_partial_outage_trips_once_min_requests_is_reached() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "[routes.breaker]\nconsecutive_failures = 0")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(500),
+        error_rate: 0.5,
+        seed: 3,
+        ..Default::default()
+    });
+    for _ in 0..60 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let s = status(&gw).await;
+    assert_eq!(breaker_state(&s, "p0/model-0"), "open");
+    let seen = user_requests(&m[0]);
+    assert!(
+        (20..40).contains(&seen),
+        "tripped soon after min_requests: {seen}"
+    );
+}
+
+#[tokio::test]
+async fn manual_override_through_the_admin_api() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    let url = gw.url("/admin/targets/p0/model-0/breaker");
+    let resp = client()
+        .post(&url)
+        .json(&json!({"action": "open"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap()["state"], "open");
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
+    assert_eq!(m[0].stats().requests, 0);
+
+    client()
+        .post(&url)
+        .json(&json!({"action": "close"}))
+        .send()
+        .await
+        .unwrap();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+
+    let bad = client()
+        .post(&url)
+        .json(&json!({"action": "explode"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let missing = client()
+        .post(gw.url("/admin/targets/nope/x/breaker"))
+        .json(&json!({"action": "open"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}
+
+#[tokio::test]
+async fn with_every_target_open_the_closest_to_recovery_is_still_tried() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    for t in ["p0/model-0", "p1/model-1"] {
+        let url = gw.url(&format!("/admin/targets/{t}/breaker"));
+        client()
+            .post(&url)
+            .json(&json!({"action": "open"}))
+            .send()
+            .await
+            .unwrap();
+    }
+    // Both are held by an operator (no recovery time): the first in order is tried.
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
+    assert_eq!(m[0].stats().requests + m[1].stats().requests, 1);
+}
+
+#[tokio::test]
+async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
+    let m = mocks(3).await;
+    let extra =
+        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
+                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+    let gw = Gateway::start(&config(&m, extra)).await;
+    for mock in &m {
+        mock.set_plan(down());
+    }
+    for _ in 0..200 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 503);
+    }
+    let upstream: u64 = m.iter().map(|m| m.stats().requests).sum();
+    assert!(
+        upstream <= 200 + 40 + 1,
+        "at most 20% retries: {upstream} upstream calls"
+    );
+    assert!(upstream >= 200 + 35, "the budget is used: {upstream}");
+    let metrics = client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("switchyard_retry_budget_exhausted_total{route=\"chat\"}"));
+}
