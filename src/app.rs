@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
 
+use crate::api::auth::Auth;
 use crate::api::{router, AppState};
+use crate::audit::Audit;
 use crate::config::{Config, ConfigErrors};
 use crate::metrics::Registry;
 use crate::provider::ProviderError;
@@ -29,11 +31,15 @@ pub enum AppError {
 /// Build the shared state for a config.
 pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
+    let config_auth = config.auth.clone();
     let shared = Shared::new(Registry::new());
     let routing = Routing::build(Arc::new(config), &shared)?;
+    let auth = config_auth.map(|a| Arc::new(Auth::new(&a.keys)));
     Ok(AppState {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
+        audit: Audit::off(),
+        auth,
         max_body,
     })
 }

@@ -32,6 +32,7 @@
 
 pub mod api;
 pub mod app;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod metrics;

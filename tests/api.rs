@@ -145,3 +145,30 @@ async fn provider_keys_never_reach_the_client() {
     let body = resp.text().await.unwrap();
     assert!(!body.contains("sk-test-secret") && !headers.contains("sk-test-secret"));
 }
+
+#[tokio::test]
+async fn with_client_keys_set_a_request_without_one_gets_401_and_reaches_no_provider() {
+    let m = mocks(1).await;
+    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let gw = Gateway::start(&toml).await;
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 401);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    let resp = gw
+        .chat_with(chat_body(false), &[("authorization", "Bearer wrong")])
+        .await;
+    assert_eq!(resp.status(), 401);
+    assert_eq!(m[0].stats().requests, 0);
+    let resp = gw
+        .chat_with(
+            chat_body(false),
+            &[("authorization", "Bearer sk-test-secret")],
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    let resp = gw
+        .chat_with(chat_body(false), &[("x-api-key", "sk-test-secret")])
+        .await;
+    assert_eq!(resp.status(), 200);
+}

@@ -1,6 +1,8 @@
 //! The inbound edge: the client API (OpenAI shape) and operations endpoints on one port.
 
 mod admin;
+mod audited;
+pub mod auth;
 pub mod chat_request;
 pub mod error;
 mod openai;
@@ -12,7 +14,9 @@ use arc_swap::ArcSwap;
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::audit::Audit;
 use crate::routing::{Routing, Shared};
+use auth::Auth;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -21,6 +25,10 @@ pub struct AppState {
     pub routing: Arc<ArcSwap<Routing>>,
     /// What outlives a reload: health, budgets, metrics.
     pub shared: Arc<Shared>,
+    /// The audit log's handle.
+    pub audit: Audit,
+    /// Client keys, when `[auth]` is set.
+    pub auth: Option<Arc<Auth>>,
     /// Largest accepted request body.
     pub max_body: usize,
 }

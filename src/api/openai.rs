@@ -6,7 +6,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
+use tokio::time::Instant;
 
+use super::audited::{self, AuditedStream};
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
 use super::{headers, AppState};
@@ -92,12 +94,26 @@ pub async fn chat_completions(State(state): State<AppState>, h: HeaderMap, body:
     with_id(resp, &id)
 }
 
+fn json_response(status: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
 async fn serve_chat(
     state: &AppState,
     h: &HeaderMap,
     body: Body,
     id: &str,
 ) -> Result<Response, ApiError> {
+    let client_key_id = match &state.auth {
+        Some(auth) => Some(auth.check(h)?),
+        None => None,
+    };
     let (failover, timeout) = controls(h)?;
     let bytes = read_body(body, state.max_body).await?;
     let chat = ChatRequest::parse(bytes)
@@ -114,6 +130,7 @@ async fn serve_chat(
             ),
         ));
     };
+    let started = Instant::now();
     let req = Request {
         id: id.to_owned(),
         chat,
@@ -122,18 +139,37 @@ async fn serve_chat(
     };
     let outcome = dispatch(route, &req).await;
     let attempts = outcome.path.len();
-    let target = outcome.served_by().map(|t| header_value(t.id()));
+    let target = outcome.served_by().map(|t| t.id().to_owned());
+    let mut record = state
+        .audit
+        .enabled()
+        .then(|| audited::draft(&state.audit, &req, &route.config.name, client_key_id));
+    if let Some(rec) = &mut record {
+        rec.path = outcome.audit_path();
+        rec.target.clone_from(&target);
+    }
     let mut resp = match outcome.result {
-        Ok(Answer::Full { body }) => {
-            let mut r = Response::new(Body::from(body));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            r
+        Ok(Answer::Full { body, usage }) => {
+            if let Some(rec) = &mut record {
+                rec.status = 200;
+                audited::set_usage(rec, usage);
+                if state.audit.bodies() {
+                    rec.response_body = Some(String::from_utf8_lossy(&body).into_owned());
+                }
+            }
+            json_response(StatusCode::OK, body)
         }
-        Ok(Answer::Stream { body }) => {
-            let mut r = Response::new(Body::from_stream(body));
+        Ok(Answer::Stream { body, ttft, report }) => {
+            let body = match record.take() {
+                Some(mut rec) => {
+                    rec.status = 200;
+                    rec.ttft_ms = Some(ttft.as_secs_f64() * 1000.0);
+                    let audit = state.audit.clone();
+                    Body::from_stream(AuditedStream::new(body, rec, audit, report, started))
+                }
+                None => Body::from_stream(body),
+            };
+            let mut r = Response::new(body);
             let h = r.headers_mut();
             h.insert(
                 header::CONTENT_TYPE,
@@ -143,19 +179,27 @@ async fn serve_chat(
             r
         }
         Ok(Answer::Upstream { status, body }) => {
-            let mut r = Response::new(Body::from(body));
-            *r.status_mut() = status;
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            r
+            if let Some(rec) = &mut record {
+                rec.status = status.as_u16();
+                rec.error = Some(String::from_utf8_lossy(&body).chars().take(1000).collect());
+            }
+            json_response(status, body)
         }
-        Err(f) => ApiError::new(f.status, "upstream_error", f.code, f.message).into_response(),
+        Err(f) => {
+            if let Some(rec) = &mut record {
+                rec.status = f.status.as_u16();
+                rec.error = Some(f.message.clone());
+            }
+            ApiError::new(f.status, "upstream_error", f.code, f.message).into_response()
+        }
     };
+    if let Some(mut rec) = record {
+        rec.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        state.audit.submit(rec);
+    }
     let h = resp.headers_mut();
     if let Some(target) = target {
-        h.insert(headers::TARGET, target);
+        h.insert(headers::TARGET, header_value(&target));
     }
     h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
     Ok(resp)

@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::failover::{error_code, parse_retry_after, AttemptError};
-use super::stream::{ChunkAction, ChunkTracker, Committed};
+use super::stream::{ChunkAction, ChunkTracker, Committed, Usage};
 use super::Target;
 use crate::api::sse::SseDecoder;
 
@@ -55,18 +55,22 @@ pub async fn call_full(
     body: Vec<u8>,
     deadline: Instant,
     probe: bool,
-) -> Result<Bytes, AttemptError> {
+) -> Result<(Bytes, Option<Usage>), AttemptError> {
     #[derive(Deserialize)]
     struct Completion<'a> {
         #[serde(borrow)]
         #[allow(dead_code, reason = "only its presence is checked")]
         choices: &'a RawValue,
+        #[serde(default)]
+        usage: Option<Usage>,
     }
     let call = async {
         let resp = send(target, body, probe).await?;
         let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
-        serde_json::from_slice::<Completion<'_>>(&bytes).map_err(|_| AttemptError::Malformed)?;
-        Ok(bytes)
+        let usage = serde_json::from_slice::<Completion<'_>>(&bytes)
+            .map_err(|_| AttemptError::Malformed)?
+            .usage;
+        Ok((bytes, usage))
     };
     tokio::time::timeout_at(deadline, call)
         .await

@@ -14,9 +14,10 @@ use tokio::time::Instant;
 use super::attempt::{call_full, call_stream};
 use super::failover::{AttemptError, NextStep};
 use super::health::Verdict;
-use super::stream::{relay, RelayContext};
+use super::stream::{relay, RelayContext, StreamReport, Usage};
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
+use crate::audit::AuditAttempt;
 use crate::metrics::names;
 
 /// A client request on its way through a route.
@@ -45,10 +46,14 @@ pub struct AttemptRecord {
 /// What the client gets.
 pub enum Answer {
     /// A whole chat completion.
-    Full { body: Bytes },
+    Full { body: Bytes, usage: Option<Usage> },
     /// A committed stream of SSE bytes.
     Stream {
         body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+        /// Time to first content of the winning attempt.
+        ttft: Duration,
+        /// How the stream ended; closed unsent if the client went away.
+        report: tokio::sync::oneshot::Receiver<StreamReport>,
     },
     /// A client error that would fail anywhere: the provider's own status and body.
     Upstream { status: StatusCode, body: Bytes },
@@ -67,6 +72,25 @@ impl Outcome {
     /// The target that produced the answer (the last attempt's).
     pub fn served_by(&self) -> Option<&Arc<Target>> {
         self.path.last().map(|a| &a.target)
+    }
+
+    /// The path as the audit log keeps it: targets passed over, then the attempts.
+    pub fn audit_path(&self) -> Vec<AuditAttempt> {
+        let skipped = self.skipped.iter().map(|t| AuditAttempt {
+            target: t.id().to_owned(),
+            start_ms: 0.0,
+            duration_ms: 0.0,
+            outcome: "skipped_breaker".into(),
+            status: None,
+        });
+        let attempts = self.path.iter().map(|a| AuditAttempt {
+            target: a.target.id().to_owned(),
+            start_ms: a.start.as_secs_f64() * 1000.0,
+            duration_ms: a.duration.as_secs_f64() * 1000.0,
+            outcome: a.outcome.to_owned(),
+            status: a.status,
+        });
+        skipped.chain(attempts).collect()
     }
 }
 
@@ -163,24 +187,27 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
             )
             .await
             .map(|committed| {
-                target
-                    .health
-                    .first_token(Instant::now(), attempt_start.elapsed());
+                let ttft = attempt_start.elapsed();
+                target.health.first_token(Instant::now(), ttft);
+                let (tx, report) = tokio::sync::oneshot::channel();
                 let ctx = RelayContext {
                     request_id: req.id.clone(),
                     route: route.config.name.clone(),
                     target: target.clone(),
                     attempt_start,
                     idle_timeout: policy.idle_timeout,
+                    report: Some(tx),
                 };
                 Answer::Stream {
                     body: relay(committed, ctx).boxed(),
+                    ttft,
+                    report,
                 }
             })
         } else {
             call_full(target, upstream_body, attempt_deadline, false)
                 .await
-                .map(|body| Answer::Full { body })
+                .map(|(body, usage)| Answer::Full { body, usage })
         };
         let elapsed = attempt_start.elapsed();
         let err = match result {

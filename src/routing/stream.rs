@@ -24,6 +24,15 @@ use crate::api::sse::{encode_data, SseDecoder, SseEvent, DONE};
 /// `[DONE]` before we close it ourselves.
 const FINISH_GRACE: Duration = Duration::from_secs(1);
 
+/// Token counts as OpenAI reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u64,
+    #[serde(default)]
+    pub completion_tokens: u64,
+}
+
 /// What one upstream event means for the relay.
 #[derive(Debug)]
 pub enum ChunkAction {
@@ -62,6 +71,8 @@ pub struct ChunkTracker {
     pub malformed: u32,
     /// Content chunks seen.
     pub content_chunks: u32,
+    /// Token counts from the usage chunk.
+    pub usage: Option<Usage>,
     meta: Option<ChunkMeta>,
 }
 
@@ -121,6 +132,7 @@ impl ChunkTracker {
             usage_seen: false,
             malformed: 0,
             content_chunks: 0,
+            usage: None,
             meta: None,
         }
     }
@@ -157,8 +169,9 @@ impl ChunkTracker {
         if self.meta.is_none() {
             self.meta = serde_json::from_slice(&ev.data).ok();
         }
-        if choices.is_empty() && view.usage.is_some() {
+        if let (true, Some(usage)) = (choices.is_empty(), view.usage) {
             self.usage_seen = true;
+            self.usage = serde_json::from_str(usage.get()).ok();
             if !self.client_wants_usage {
                 return ChunkAction::Skip;
             }
@@ -227,13 +240,29 @@ pub struct Committed {
 
 /// Who is relaying: for the log lines a broken stream writes and the target's health, which
 /// learns how the attempt ended when the stream does.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RelayContext {
     pub request_id: String,
     pub route: String,
     pub target: Arc<Target>,
     pub attempt_start: Instant,
     pub idle_timeout: Duration,
+    /// Told how the stream ended; dropped unsent when the client went away first.
+    pub report: Option<tokio::sync::oneshot::Sender<StreamReport>>,
+}
+
+/// How a relayed stream ended.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    /// The stream ended complete.
+    pub complete: bool,
+    /// Why it did not.
+    pub error: Option<String>,
+    /// `cut`, `stall` or `in_band_error` when it did not.
+    pub kind: Option<&'static str>,
+    pub usage: Option<Usage>,
+    /// The attempt's whole duration.
+    pub duration: Duration,
 }
 
 struct Relay {
@@ -279,6 +308,19 @@ impl Relay {
             .target
             .health
             .attempt(Instant::now(), Verdict::Ok, elapsed);
+        self.report(None, None, elapsed);
+    }
+
+    fn report(&mut self, kind: Option<&'static str>, error: Option<String>, duration: Duration) {
+        if let Some(tx) = self.ctx.report.take() {
+            let _ = tx.send(StreamReport {
+                complete: error.is_none(),
+                error,
+                kind,
+                usage: self.tracker.usage,
+                duration,
+            });
+        }
     }
 
     /// The seam for mid-stream continuation: today a broken stream ends with an error.
@@ -300,6 +342,7 @@ impl Relay {
         );
         self.out.extend(self.tracker.error_tail(&message));
         self.ended = true;
+        self.report(Some(why.kind()), Some(message), elapsed);
     }
 
     async fn next_bytes(&mut self) -> Option<Bytes> {

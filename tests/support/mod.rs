@@ -89,7 +89,9 @@ pub fn config(mocks: &[MockServer], failover: &str) -> String {
 
 /// As [`config`], with a context window per target.
 pub fn config_with(mocks: &[MockServer], failover: &str, windows: &[Option<u32>]) -> String {
-    let mut s = String::from("[server]\nlisten = \"127.0.0.1:0\"\nmax_body = \"64KiB\"\n\n");
+    let mut s = String::from(
+        "[server]\nlisten = \"127.0.0.1:0\"\nmax_body = \"64KiB\"\n\n[audit]\nstore = \"off\"\n\n",
+    );
     for (i, m) in mocks.iter().enumerate() {
         s += &format!(
             "[[providers]]\nname = \"p{i}\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",

@@ -1,0 +1,129 @@
+//! Building a request's audit record at the edge: at once for whole answers and errors, and
+//! when the stream ends for streams (complete, broken, or abandoned by the client).
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, Stream};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::audit::{Audit, AuditRecord};
+use crate::routing::dispatch::Request;
+use crate::routing::stream::{StreamReport, Usage};
+
+/// A record with what is known when the request starts.
+pub fn draft(
+    audit: &Audit,
+    req: &Request,
+    route: &str,
+    client_key_id: Option<String>,
+) -> AuditRecord {
+    let time_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    AuditRecord {
+        request_id: req.id.clone(),
+        time_ms,
+        client_key_id,
+        route: route.to_owned(),
+        stream: req.chat.stream,
+        status: 0,
+        target: None,
+        latency_ms: 0.0,
+        ttft_ms: None,
+        tokens_in: None,
+        tokens_out: None,
+        turns_dropped: 0,
+        hedged: false,
+        error: None,
+        path: Vec::new(),
+        request_body: audit
+            .bodies()
+            .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
+        response_body: None,
+    }
+}
+
+/// Fill in token counts.
+pub fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
+    if let Some(u) = usage {
+        rec.tokens_in = Some(u.prompt_tokens);
+        rec.tokens_out = Some(u.completion_tokens);
+    }
+}
+
+/// A stream body that submits its audit record when it ends or is dropped.
+pub struct AuditedStream {
+    inner: BoxStream<'static, Result<Bytes, Infallible>>,
+    record: Option<AuditRecord>,
+    audit: Audit,
+    report: oneshot::Receiver<StreamReport>,
+    started: Instant,
+}
+
+impl AuditedStream {
+    /// Wrap `inner`; `record` has everything but how the stream ends.
+    pub fn new(
+        inner: BoxStream<'static, Result<Bytes, Infallible>>,
+        record: AuditRecord,
+        audit: Audit,
+        report: oneshot::Receiver<StreamReport>,
+        started: Instant,
+    ) -> Self {
+        AuditedStream {
+            inner,
+            record: Some(record),
+            audit,
+            report,
+            started,
+        }
+    }
+
+    fn submit(&mut self) {
+        let Some(mut rec) = self.record.take() else {
+            return;
+        };
+        rec.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        match self.report.try_recv() {
+            Ok(report) => {
+                set_usage(&mut rec, report.usage);
+                if let Some(last) = rec.path.last_mut() {
+                    last.duration_ms = report.duration.as_secs_f64() * 1000.0;
+                    if let Some(kind) = report.kind {
+                        last.outcome = kind.to_owned();
+                    }
+                }
+                rec.error = report.error;
+            }
+            Err(_) => {
+                if let Some(last) = rec.path.last_mut() {
+                    last.outcome = "cancelled".into();
+                }
+                rec.error = Some("the client disconnected before the stream ended".into());
+            }
+        }
+        self.audit.submit(rec);
+    }
+}
+
+impl Stream for AuditedStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let item = self.inner.as_mut().poll_next(cx);
+        if let Poll::Ready(None) = item {
+            self.submit();
+        }
+        item
+    }
+}
+
+impl Drop for AuditedStream {
+    fn drop(&mut self) {
+        self.submit();
+    }
+}
