@@ -5,12 +5,14 @@ Sends N sequential streamed requests to URL and, for each, measures from just be
 is written until the first `data:` line arrives (time to first chunk) and until the stream ends
 (time to last byte). Prints one JSON object with p50/p90/p99 of both, in milliseconds.
 
-Usage: ttfb.py URL BODY_FILE N [WARMUP]
+Usage: ttfb.py URL BODY_FILE N [WARMUP] [MAX_SECONDS]
+Stops early after MAX_SECONDS (default 30) of measuring, so a slow path cannot stall a benchmark.
 Only the standard library: it runs on a fresh machine.
 """
 
 import http.client
 import json
+import socket
 import sys
 import time
 import urllib.parse
@@ -31,16 +33,20 @@ def main():
         body = f.read()
     n = int(sys.argv[3])
     warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 50
+    max_secs = float(sys.argv[5]) if len(sys.argv) > 5 else 30.0
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
     conn.connect()
-    # Send the request in one write, like an SDK would, without Nagle delays.
-    import socket
-
+    # The client side does not delay its own small writes.
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     first, total = [], []
     errors = 0
+    started = None
     for i in range(warmup + n):
+        if i == warmup:
+            started = time.perf_counter()
+        elif started is not None and time.perf_counter() - started > max_secs:
+            break
         t0 = time.perf_counter()
         conn.request("POST", url.path, body=body, headers=headers)
         resp = conn.getresponse()
@@ -67,6 +73,7 @@ def main():
         json.dumps(
             {
                 "n": len(first),
+                "capped": len(first) < n,
                 "errors": errors,
                 "first_p50_ms": pct(first, 50),
                 "first_p90_ms": pct(first, 90),

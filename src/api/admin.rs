@@ -130,3 +130,23 @@ pub async fn breaker(
     tracing::warn!(target = %id, action = ?action, state = new_state.as_str(), "manual breaker override");
     Json(json!({"target": id, "state": new_state.as_str()})).into_response()
 }
+
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    #[serde(default)]
+    since: u64,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+fn default_limit() -> usize {
+    100
+}
+
+/// `GET /admin/events?since=SEQ&limit=N`: recent failovers, breaker transitions and hedges.
+pub async fn events(
+    State(state): State<AppState>,
+    axum::extract::Query(q): axum::extract::Query<EventsQuery>,
+) -> Response {
+    Json(json!({"events": state.shared.events.since(q.since, q.limit.min(500))})).into_response()
+}

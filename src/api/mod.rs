@@ -52,6 +52,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(|| async { "ready" }))
         .route("/metrics", get(admin::metrics))
         .route("/admin/status", get(admin::status))
+        .route("/admin/events", get(admin::events))
         .route("/admin/targets/{*path}", post(admin::breaker))
         .fallback(openai::not_found)
         .with_state(state)

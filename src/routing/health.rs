@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::breaker::{Breaker, Manual, Snapshot, State, Transition};
+use super::events::Events;
 use crate::config::BreakerPolicy;
 use crate::metrics::{names, AtomicHistogram, Registry};
 use crate::stats::{Sli, SliSnapshot};
@@ -38,6 +39,7 @@ pub struct Health {
     upstream_ok: Arc<AtomicHistogram>,
     upstream_failed: Arc<AtomicHistogram>,
     ttft: Arc<AtomicHistogram>,
+    events: Arc<Events>,
 }
 
 impl std::fmt::Debug for Health {
@@ -50,7 +52,12 @@ impl std::fmt::Debug for Health {
 
 impl Health {
     /// Fresh health for target `id`.
-    pub fn new(id: &str, policy: BreakerPolicy, registry: Arc<Registry>) -> Health {
+    pub fn new(
+        id: &str,
+        policy: BreakerPolicy,
+        registry: Arc<Registry>,
+        events: Arc<Events>,
+    ) -> Health {
         let now = Instant::now();
         let target = [("target", id)];
         Health {
@@ -70,6 +77,7 @@ impl Health {
             ),
             ttft: registry.histogram(names::TTFT, &target),
             registry,
+            events,
         }
     }
 
@@ -90,6 +98,8 @@ impl Health {
             names::BREAKER_TRANSITIONS,
             &[("target", &self.id), ("to", t.to.as_str())],
         );
+        self.events
+            .push("breaker", None, &self.id, t.to.as_str(), t.reason.as_str());
         tracing::warn!(
             target = %self.id, from = t.from.as_str(), to = t.to.as_str(), reason = t.reason.as_str(),
             "breaker transition"

@@ -11,6 +11,7 @@ pub mod attempt;
 pub mod breaker;
 pub mod budget;
 pub mod dispatch;
+pub mod events;
 pub mod failover;
 pub mod health;
 pub mod probe;
@@ -27,12 +28,15 @@ use crate::config::{Config, RouteConfig, TargetConfig};
 use crate::metrics::{names, AtomicHistogram, Registry};
 use crate::provider::{Provider, ProviderError};
 use budget::RetryBudget;
+use events::Events;
 use health::Health;
 
 /// State that outlives one routing table: kept across config reloads.
 #[derive(Debug)]
 pub struct Shared {
     pub metrics: Arc<Registry>,
+    /// Recent failovers, breaker transitions and hedges.
+    pub events: Arc<Events>,
     health: Mutex<HashMap<String, Arc<Health>>>,
     budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
 }
@@ -42,6 +46,7 @@ impl Shared {
     pub fn new(metrics: Arc<Registry>) -> Arc<Shared> {
         Arc::new(Shared {
             metrics,
+            events: Arc::default(),
             health: Mutex::default(),
             budgets: Mutex::default(),
         })
@@ -67,6 +72,7 @@ pub struct Route {
     pub targets: Vec<Arc<Target>>,
     pub budget: Arc<RetryBudget>,
     pub metrics: Arc<Registry>,
+    pub events: Arc<Events>,
     /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
     requests: Vec<[Arc<AtomicU64>; 3]>,
     duration: Arc<AtomicHistogram>,
@@ -93,6 +99,17 @@ impl Route {
                 ("reason", reason),
             ],
         );
+        // Passing over an open breaker happens on every request of an outage: the breaker's
+        // own transition is the event worth showing.
+        if reason != "breaker_open" {
+            self.events.push(
+                "failover",
+                Some(&self.config.name),
+                from.id(),
+                to.id(),
+                reason,
+            );
+        }
     }
 }
 
@@ -169,7 +186,12 @@ impl Routing {
                     })?;
                 // A target shared by routes takes the breaker policy of the first route naming it.
                 let health = reuse(&shared.health, &t.id, || {
-                    Health::new(&t.id, route.breaker.clone(), shared.metrics.clone())
+                    Health::new(
+                        &t.id,
+                        route.breaker.clone(),
+                        shared.metrics.clone(),
+                        shared.events.clone(),
+                    )
                 });
                 health.set_policy(route.breaker.clone());
                 let target = Arc::new(Target {
@@ -214,6 +236,7 @@ impl Routing {
                     targets: resolved,
                     budget,
                     metrics: m.clone(),
+                    events: shared.events.clone(),
                     requests: rows,
                     duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
                 }),
