@@ -278,7 +278,9 @@ def report(results_path, meta_path, doc):
              "first `data:` line, one keep-alive connection")
     L.append("grep VmHWM /proc/$GATEWAY_PID/status")
     L.append("```")
-    L.append(f"Measuring took {meta['elapsed_s']} s.")
+    L.append(f"Measuring took {meta['elapsed_s']} s. 1-minute load average before / after: "
+             f"{meta.get('load_before', '?')} / {meta.get('load_after', '?')} (the benchmark itself keeps "
+             "both cores busy, so only the figure before says whether other work was running).")
     L.append("")
     L.append(END)
     body = "\n".join(L) + "\n"

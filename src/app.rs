@@ -26,6 +26,8 @@ pub enum AppError {
     Provider(#[from] ProviderError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("audit log: {0}")]
+    Audit(#[from] crate::audit::AuditError),
 }
 
 /// Build the shared state for a config.
@@ -45,18 +47,30 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
 }
 
 /// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests.
-/// The health prober runs alongside and stops with it.
+/// The health prober runs alongside and stops with it. The audit writer (unless `state`
+/// already has one) starts here, once: a reload does not restart it; it is flushed after the
+/// last request drained.
 pub async fn serve(
     listener: TcpListener,
-    state: AppState,
+    mut state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
+    let mut audit_writer = None;
+    if !state.audit.enabled() {
+        let audit = state.routing.load().config.audit.clone();
+        let (handle, writer) = crate::audit::start(&audit, &state.shared.metrics).await?;
+        state.audit = handle;
+        audit_writer = Some(writer);
+    }
     let prober = tokio::spawn(probe::run(state.routing.clone()));
     let app = router(state);
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;
     prober.abort();
+    if let Some(writer) = audit_writer {
+        writer.shutdown().await;
+    }
     result?;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `mock`.
+//! The command line: `serve`, `check`, `mock`, `audit`.
 
 use std::path::PathBuf;
 
@@ -6,7 +6,8 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
 use crate::app::{self, AppError};
-use crate::config::Config;
+use crate::audit::{self, AuditError, AuditQuery};
+use crate::config::{AuditStore, Config};
 
 /// switchyard: an LLM gateway that keeps AI agents answering when a model provider fails.
 #[derive(Debug, Parser)]
@@ -42,6 +43,25 @@ pub enum Command {
         /// Address to bind.
         #[arg(long, default_value = "127.0.0.1")]
         host: String,
+    },
+    /// Read the audit log: the newest records (printed oldest first), as a table or JSON.
+    Audit {
+        /// The audit database, `sqlite://FILE` or `postgres://USER@HOST/DB`; by default the
+        /// config's `audit.store`, or `sqlite://switchyard-audit.db` without a config file.
+        #[arg(long)]
+        db: Option<String>,
+        /// Config file that names the store when `--db` is not given.
+        #[arg(short, long, default_value = "switchyard.toml")]
+        config: PathBuf,
+        /// How many records to show.
+        #[arg(long, default_value_t = 20)]
+        last: usize,
+        /// Only the record of this request (its `x-switchyard-request-id`).
+        #[arg(long)]
+        request_id: Option<String>,
+        /// Print the records as a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -79,5 +99,51 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             crate::mock::serve(listener, name, app::shutdown_signal()).await?;
             Ok(())
         }
+        Command::Audit {
+            db,
+            config,
+            last,
+            request_id,
+            json,
+        } => {
+            let store = match db {
+                Some(url) => audit::query::parse_db_url(&url)?,
+                None => audit_store_of(&config)?,
+            };
+            let q = AuditQuery {
+                request_id,
+                limit: last,
+                ..Default::default()
+            };
+            let mut records = audit::query::query(&store, &q).await?;
+            // Newest last, like the tail of a log.
+            records.reverse();
+            let out = if json {
+                serde_json::to_string_pretty(&records)
+                    .map_err(|e| AuditError::Invalid(e.to_string()))?
+            } else {
+                audit::show::table(&records)
+            };
+            #[expect(clippy::print_stdout, reason = "audit prints the records")]
+            {
+                println!("{}", out.trim_end());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The store `switchyard audit` reads without `--db`: the config's, or the default file.
+fn audit_store_of(path: &std::path::Path) -> Result<AuditStore, AppError> {
+    if !path.exists() {
+        return Ok(AuditStore::Sqlite("switchyard-audit.db".into()));
+    }
+    match Config::load(path)?.audit.store {
+        AuditStore::Off => Err(AuditError::Invalid(format!(
+            "the audit log is off in {}; name a database with --db",
+            path.display()
+        ))
+        .into()),
+        store => Ok(store),
     }
 }

@@ -9,6 +9,8 @@
 //!   ([`routing::attempt`]), error classification ([`routing::failover`]), honest stream relay
 //!   ([`routing::stream`]).
 //! - [`provider`]: per-kind URL and credentials over one pooled client per provider.
+//! - [`canonical`]: our own request/response/stream-event model and its translation to and from
+//!   the OpenAI, Anthropic and Gemini wire formats; token estimates and context trimming.
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
 //!
 //! # The request path
@@ -33,6 +35,7 @@
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod canonical;
 pub mod cli;
 pub mod config;
 pub mod metrics;

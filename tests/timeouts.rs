@@ -12,7 +12,8 @@ use support::*;
 use switchyard::mock::{canonical_text, FaultPlan};
 use tokio::time::Instant;
 
-const POLICY: &str = "attempt_timeout = \"5s\"\nfirst_token_timeout = \"2s\"\nidle_timeout = \"3s\"\nrequest_timeout = \"20s\"";
+/// Hedging is off: these tests are about abandoning stalls, which a hedge would pre-empt.
+const POLICY: &str = "attempt_timeout = \"5s\"\nfirst_token_timeout = \"2s\"\nidle_timeout = \"3s\"\nrequest_timeout = \"20s\"\n[routes.hedge]\nenabled = false";
 
 #[tokio::test(start_paused = true)]
 async fn a_stalled_attempt_is_abandoned_at_attempt_timeout() {
@@ -61,7 +62,7 @@ async fn a_slow_first_token_is_a_stall() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_goes_quiet_after_the_first_token_ends_with_an_error() {
     let m = mocks(2).await;
-    let gw = Gateway::start(&config(&m, &format!("{POLICY}\nmid_stream = \"error\""))).await;
+    let gw = Gateway::start(&config(&m, &POLICY.replace("[routes.hedge]", "mid_stream = \"error\"\n[routes.hedge]"))).await;
     m[0].set_plan(FaultPlan {
         stall_after_chunks: Some(2),
         ..Default::default()

@@ -38,6 +38,17 @@ pub async fn status(State(state): State<AppState>) -> Response {
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
+    // A target's hedge delay follows the policy of the first route naming it.
+    let hedge_delay = |t: &crate::routing::Target, stream: bool| {
+        let policy = &routing
+            .config
+            .routes
+            .iter()
+            .find(|r| r.targets.iter().any(|x| x.id == t.id()))?
+            .hedge;
+        crate::routing::hedge::current_delay(policy, t, stream, now)
+            .map(|d| d.as_secs_f64() * 1000.0)
+    };
     let targets: Vec<_> = routing
         .targets()
         .iter()
@@ -60,7 +71,8 @@ pub async fn status(State(state): State<AppState>) -> Response {
                 },
                 "parked_ms": t.parked_for(now).map(ms),
                 "sli": sli,
-                "hedge_delay_ms": serde_json::Value::Null,
+                "hedge_delay_ms": hedge_delay(t, false),
+                "hedge_delay_stream_ms": hedge_delay(t, true),
             })
         })
         .collect();
@@ -79,7 +91,8 @@ pub async fn status(State(state): State<AppState>) -> Response {
             })
         })
         .collect();
-    Json(json!({"targets": targets, "routes": routes})).into_response()
+    let audit = state.audit.status();
+    Json(json!({"targets": targets, "routes": routes, "audit": audit})).into_response()
 }
 
 #[derive(Deserialize)]

@@ -1,6 +1,7 @@
 //! The inbound edge: the client API (OpenAI shape) and operations endpoints on one port.
 
 mod admin;
+mod audit;
 mod audited;
 pub mod auth;
 pub mod chat_request;
@@ -52,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(|| async { "ready" }))
         .route("/metrics", get(admin::metrics))
         .route("/admin/status", get(admin::status))
+        .route("/admin/audit", get(audit::records))
         .route("/admin/events", get(admin::events))
         .route("/admin/targets/{*path}", post(admin::breaker))
         .fallback(openai::not_found)

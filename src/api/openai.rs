@@ -139,6 +139,7 @@ async fn serve_chat(
     };
     let outcome = dispatch(route, &req).await;
     let attempts = outcome.path.len();
+    let hedged = outcome.hedged;
     let target = outcome.served_by().map(|t| t.id().to_owned());
     let mut record = state
         .audit
@@ -147,6 +148,7 @@ async fn serve_chat(
     if let Some(rec) = &mut record {
         rec.path = outcome.audit_path();
         rec.target.clone_from(&target);
+        rec.hedged = hedged;
     }
     let mut resp = match outcome.result {
         Ok(Answer::Full { body, usage }) => {
@@ -202,6 +204,9 @@ async fn serve_chat(
         h.insert(headers::TARGET, header_value(&target));
     }
     h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
+    if hedged {
+        h.insert(headers::HEDGED, HeaderValue::from_static("true"));
+    }
     Ok(resp)
 }
 

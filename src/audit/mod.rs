@@ -1,12 +1,66 @@
 //! The audit log: one record per client request with its whole path, written off the request
 //! path. The request path only builds an [`AuditRecord`] and hands it to [`Audit::submit`],
 //! which never blocks: a full queue is counted (`switchyard_audit_dropped_total`) and logged.
+//!
+//! Layout: [`writer`] (the bounded queue and the batching task, started by [`start`]),
+//! `store.rs` over `sqlite.rs` and `postgres.rs` (`schema.rs` holds the table and migrations),
+//! [`query`] (what `/admin/audit` and `switchyard audit` read), [`show`] (the CLI's table).
+
+mod postgres;
+pub mod query;
+mod schema;
+pub mod show;
+mod sqlite;
+mod store;
+pub mod writer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+
+pub use query::AuditQuery;
+pub use writer::{start, start_with, AuditWriter, Limits};
+
+/// Why the audit store could not be opened, written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// `store = "off"`: there is nothing to read.
+    #[error("the audit log is off (audit.store = \"off\")")]
+    Off,
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The server's message (the URL and its password are never part of it).
+    #[error("postgres: {0}")]
+    Postgres(String),
+    #[error("audit store did not answer within {0:?}")]
+    Timeout(Duration),
+    /// A bad URL or filter.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("audit task failed: {0}")]
+    Task(String),
+}
+
+/// The audit log's state, as `/admin/status` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditStatus {
+    /// `off`, `sqlite` or `postgres` (never the URL).
+    pub store: &'static str,
+    /// Records waiting to be written (in the queue and held by the writer).
+    pub queued: u64,
+    /// Records written since the start.
+    pub written: u64,
+    /// Records lost since the start: full queue, or a store that failed too long.
+    pub dropped: u64,
+    /// Whether the last write failed (records are kept and retried).
+    pub failing: bool,
+    /// The last store error and when (Unix ms).
+    pub last_error: Option<String>,
+    pub last_error_ms: Option<i64>,
+}
 
 /// One upstream attempt (or a target passed over) in a request's path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +112,8 @@ pub struct Audit {
     tx: Option<mpsc::Sender<AuditRecord>>,
     dropped: Arc<AtomicU64>,
     bodies: bool,
+    /// The writer's state, when one runs.
+    writer: Option<Arc<writer::Shared>>,
 }
 
 impl Audit {
@@ -67,6 +123,7 @@ impl Audit {
             tx: None,
             dropped: Arc::default(),
             bodies: false,
+            writer: None,
         }
     }
 
@@ -76,6 +133,49 @@ impl Audit {
             tx: Some(tx),
             dropped,
             bodies,
+            writer: None,
+        }
+    }
+
+    pub(crate) fn with_shared(mut self, shared: Arc<writer::Shared>) -> Audit {
+        self.writer = Some(shared);
+        self
+    }
+
+    /// Queue length, records written and lost, and the last store error.
+    pub fn status(&self) -> AuditStatus {
+        let queued = self
+            .tx
+            .as_ref()
+            .map_or(0, |tx| (tx.max_capacity() - tx.capacity()) as u64);
+        let mut status = AuditStatus {
+            store: "off",
+            queued,
+            written: 0,
+            dropped: self.dropped.load(Ordering::Relaxed),
+            failing: false,
+            last_error: None,
+            last_error_ms: None,
+        };
+        if let Some(w) = &self.writer {
+            status.store = store::kind(&w.store);
+            status.queued += w.pending.load(Ordering::Relaxed);
+            status.written = w.written.load(Ordering::Relaxed);
+            status.failing = w.failing.load(Ordering::Relaxed);
+            let last = w.last_error.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((message, at)) = &*last {
+                status.last_error = Some(message.clone());
+                status.last_error_ms = Some(*at);
+            }
+        }
+        status
+    }
+
+    /// Read records from the store this handle writes to.
+    pub async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+        match &self.writer {
+            Some(w) => query::query(&w.store, q).await,
+            None => Err(AuditError::Off),
         }
     }
 

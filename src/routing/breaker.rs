@@ -112,6 +112,11 @@ pub enum Manual {
     Reset,
 }
 
+/// Is a half-open test started at `started` still running?
+fn busy(started: Option<Instant>, now: Instant, probe_interval: Duration) -> bool {
+    started.is_some_and(|s| now.saturating_duration_since(s) < probe_interval)
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Bucket {
     epoch: u64,
@@ -180,11 +185,13 @@ enum Phase {
     Open {
         until: Option<Instant>,
     },
-    /// Testing: `successes` in a row so far; the next test may start at `next`.
+    /// Testing: `successes` in a row so far; the next test may start at `next`. `in_flight`:
+    /// when the test now running started (one that never reports back within a probe interval
+    /// is taken as lost, so a dropped trial cannot hold the breaker half-open).
     HalfOpen {
         successes: u32,
         next: Instant,
-        in_flight: bool,
+        in_flight: Option<Instant>,
     },
 }
 
@@ -259,7 +266,7 @@ impl Breaker {
                 self.phase = Phase::HalfOpen {
                     successes: 0,
                     next: t,
-                    in_flight: false,
+                    in_flight: None,
                 };
                 self.since = t;
                 Some(Transition {
@@ -290,10 +297,13 @@ impl Breaker {
             Phase::HalfOpen {
                 next, in_flight, ..
             } => {
-                if self.policy.probe || *in_flight || now < *next {
+                if self.policy.probe
+                    || busy(*in_flight, now, self.policy.probe_interval)
+                    || now < *next
+                {
                     false
                 } else {
-                    *in_flight = true;
+                    *in_flight = Some(now);
                     true
                 }
             }
@@ -307,8 +317,11 @@ impl Breaker {
         let due = match &mut self.phase {
             Phase::HalfOpen {
                 next, in_flight, ..
-            } if self.policy.probe && !*in_flight && now >= *next => {
-                *in_flight = true;
+            } if self.policy.probe
+                && !busy(*in_flight, now, self.policy.probe_interval)
+                && now >= *next =>
+            {
+                *in_flight = Some(now);
                 true
             }
             _ => false,
@@ -334,7 +347,7 @@ impl Breaker {
             // Only the trial or probe in flight counts; a straggler from before the trip doesn't.
             Phase::HalfOpen {
                 successes,
-                in_flight: true,
+                in_flight: Some(_),
                 ..
             } => self.record_half_open(now, successes, failed),
             Phase::HalfOpen { .. } => None,
@@ -416,7 +429,7 @@ impl Breaker {
         self.phase = Phase::HalfOpen {
             successes,
             next: now + quick,
-            in_flight: false,
+            in_flight: None,
         };
         None
     }

@@ -18,6 +18,7 @@ struct Slot {
     epoch: u64,
     requests: u32,
     retries: u32,
+    hedges: u32,
 }
 
 /// One route's budget.
@@ -47,14 +48,15 @@ impl RetryBudget {
         (now.saturating_duration_since(self.origin).as_millis() / SLOT.as_millis()) as u64
     }
 
-    fn with_slot<R>(&self, now: Instant, f: impl FnOnce(&mut Slot, (u32, u32)) -> R) -> R {
+    fn with_slot<R>(&self, now: Instant, f: impl FnOnce(&mut Slot, Slot) -> R) -> R {
         let epoch = self.epoch(now);
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let (mut requests, mut retries) = (0, 0);
+        let mut sum = Slot::default();
         for s in slots.iter() {
             if epoch.saturating_sub(s.epoch) < SLOTS as u64 {
-                requests += s.requests;
-                retries += s.retries;
+                sum.requests += s.requests;
+                sum.retries += s.retries;
+                sum.hedges += s.hedges;
             }
         }
         let slot = &mut slots[(epoch % SLOTS as u64) as usize];
@@ -64,7 +66,7 @@ impl RetryBudget {
                 ..Slot::default()
             };
         }
-        f(slot, (requests, retries))
+        f(slot, sum)
     }
 
     /// A new client request arrived.
@@ -72,17 +74,18 @@ impl RetryBudget {
         self.with_slot(now, |slot, _| slot.requests += 1);
     }
 
-    /// May one more retry or hedge go out? Counts it when it may.
-    pub fn try_withdraw(&self, now: Instant) -> bool {
-        let policy = self
-            .policy
+    fn policy(&self) -> RetryBudgetPolicy {
+        self.policy
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        self.with_slot(now, |slot, (requests, retries)| {
-            let allowed =
-                policy.ratio * f64::from(requests) + f64::from(policy.min_per_sec) * SLOTS as f64;
-            if f64::from(retries) < allowed {
+            .clone()
+    }
+
+    /// May one more retry go out? Counts it when it may.
+    pub fn try_withdraw(&self, now: Instant) -> bool {
+        let policy = self.policy();
+        self.with_slot(now, |slot, sum| {
+            if f64::from(sum.retries) < allowed(&policy, sum.requests) {
                 slot.retries += 1;
                 true
             } else {
@@ -90,6 +93,26 @@ impl RetryBudget {
             }
         })
     }
+
+    /// May this request be hedged? At most `hedge_ratio` of recent requests are, and a hedge
+    /// also spends the retry budget. Counts it when it may.
+    pub fn try_hedge(&self, now: Instant, hedge_ratio: f64) -> bool {
+        let policy = self.policy();
+        self.with_slot(now, |slot, sum| {
+            let hedge_ok = f64::from(sum.hedges) < hedge_ratio * f64::from(sum.requests);
+            if hedge_ok && f64::from(sum.retries) < allowed(&policy, sum.requests) {
+                slot.hedges += 1;
+                slot.retries += 1;
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+fn allowed(policy: &RetryBudgetPolicy, requests: u32) -> f64 {
+    policy.ratio * f64::from(requests) + f64::from(policy.min_per_sec) * SLOTS as f64
 }
 
 #[cfg(test)]
@@ -111,5 +134,23 @@ mod tests {
         // The window moves on: old requests and retries age out.
         let later = now + Duration::from_secs(11);
         assert_eq!((0..100).filter(|_| b.try_withdraw(later)).count(), 10);
+    }
+
+    #[test]
+    fn hedges_stay_within_their_share_and_spend_the_retry_budget() {
+        let b = RetryBudget::new(RetryBudgetPolicy {
+            ratio: 0.2,
+            min_per_sec: 0,
+        });
+        let now = b.origin;
+        for _ in 0..100 {
+            b.deposit(now);
+        }
+        assert_eq!((0..100).filter(|_| b.try_hedge(now, 0.1)).count(), 10);
+        assert_eq!(
+            (0..100).filter(|_| b.try_withdraw(now)).count(),
+            10,
+            "20 - 10 hedges"
+        );
     }
 }

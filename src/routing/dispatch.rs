@@ -1,19 +1,25 @@
 //! The failover loop, top to bottom: pick the next usable target (breaker closed, not parked),
-//! make one attempt, and on failure let the error's classification decide whether to retry
-//! here, move on, or hand the provider's answer back. The client sees one answer.
+//! start an attempt, and while it runs wait for whichever comes first: its answer, its failure
+//! (the error's classification decides whether to retry here, move on, or hand the provider's
+//! answer back), or the hedge delay (a second attempt races the first on the next healthy
+//! target; the first good answer wins and the others are dropped, which closes their
+//! connections). The client sees one answer.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::{BoxStream, FuturesUnordered};
+use futures_util::{FutureExt, StreamExt};
 use http::StatusCode;
 use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream};
 use super::failover::{AttemptError, NextStep};
 use super::health::Verdict;
+use super::hedge::{self, HedgeOutcome};
+use super::plan::{failure, jittered, pick_target, Cursor, Pick};
 use super::stream::{relay, RelayContext, StreamReport, Usage};
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
@@ -62,6 +68,10 @@ pub enum Answer {
 /// The outcome of a request: an answer or a failure, and the path that led there.
 pub struct Outcome {
     pub result: Result<Answer, Failure>,
+    /// A hedge produced the answer.
+    pub hedged: bool,
+    /// The entry of `path` whose target answered (also a client error returned as is).
+    pub served: Option<usize>,
     /// Attempts made, in order.
     pub path: Vec<AttemptRecord>,
     /// Targets passed over because their breaker was open.
@@ -69,9 +79,9 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The target that produced the answer (the last attempt's).
+    /// The target that produced the answer, if one did.
     pub fn served_by(&self) -> Option<&Arc<Target>> {
-        self.path.last().map(|a| &a.target)
+        self.served.and_then(|i| self.path.get(i)).map(|a| &a.target)
     }
 
     /// The path as the audit log keeps it: targets passed over, then the attempts.
@@ -102,99 +112,49 @@ pub struct Failure {
     pub message: String,
 }
 
-/// Base of the jittered pause before a quick same-target retry.
-const QUICK_RETRY_BASE: Duration = Duration::from_millis(50);
-
-/// Where the loop stands between attempts.
-struct Cursor<'r> {
+/// One attempt that finished (answered or failed).
+struct Done {
+    /// Which launch this was (its position in launch order).
+    seq: usize,
     idx: usize,
-    quick_retries_left: u32,
-    not_sent_retry_left: bool,
-    retry_after_wait_left: bool,
-    /// After a context-length error: only targets with a larger (or unknown) window.
-    window_floor: Option<u32>,
-    too_long_model: Option<&'r str>,
+    start: Instant,
+    hedge: bool,
+    result: Result<Answer, AttemptError>,
 }
 
-/// Serve a request on a route with soft failover.
-pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
-    let policy = &route.config.failover;
-    let started = Instant::now();
-    let budget = req
-        .timeout
-        .map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
-    let deadline = started + budget;
-    let max_attempts = if req.failover {
-        policy.max_attempts.get()
-    } else {
-        1
-    };
-    route.budget.deposit(started);
-
-    let mut path: Vec<AttemptRecord> = Vec::new();
-    let mut skipped: Vec<Arc<Target>> = Vec::new();
-    let mut errors: Vec<AttemptError> = Vec::new();
-    let mut cur = Cursor {
-        idx: 0,
-        quick_retries_left: policy.same_target_retries,
-        not_sent_retry_left: true,
-        retry_after_wait_left: true,
-        window_floor: None,
-        too_long_model: None,
-    };
-    let mut budget_spent = false;
-
-    while (path.len() as u32) < max_attempts && Instant::now() < deadline {
-        let pick = if req.failover {
-            pick_target(route, &cur, deadline, &mut skipped).await
-        } else {
-            Some(0)
-        };
-        let Some(i) = pick else { break };
-        if i != cur.idx {
-            if let (Some(from), Some(to)) = (skipped.last(), route.targets.get(i)) {
-                if path.is_empty() {
-                    route.count_failover(from, to, "breaker_open");
-                }
-            }
-            cur.idx = i;
-            cur.quick_retries_left = policy.same_target_retries;
-            cur.not_sent_retry_left = true;
-            cur.retry_after_wait_left = true;
-        }
-        if !path.is_empty() && !route.budget.try_withdraw(Instant::now()) {
-            route.metrics.inc(
-                names::RETRY_BUDGET_EXHAUSTED,
-                &[("route", &route.config.name)],
-            );
-            budget_spent = true;
-            break;
-        }
-        let target = &route.targets[cur.idx];
-        let attempt_no = path.len() + 1;
-        let attempt_start = Instant::now();
-        let attempt_deadline = deadline.min(attempt_start + policy.attempt_timeout);
-        let upstream_body = req.chat.upstream_body(&target.config.model, None);
-
+/// Start one attempt on target `idx`, bounded by `deadline`.
+fn launch<'a>(
+    route: &'a Route,
+    req: &'a Request,
+    seq: usize,
+    idx: usize,
+    hedge: bool,
+    deadline: Instant,
+) -> BoxFuture<'a, Done> {
+    async move {
+        let policy = &route.config.failover;
+        let target = &route.targets[idx];
+        let start = Instant::now();
+        let attempt_deadline = deadline.min(start + policy.attempt_timeout);
+        let body = req.chat.upstream_body(&target.config.model, None);
         let result = if req.chat.stream {
-            let first_token_deadline =
-                attempt_deadline.min(attempt_start + policy.first_token_timeout);
+            let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
             call_stream(
                 target,
-                upstream_body,
+                body,
                 req.chat.client_wants_usage,
                 first_token_deadline,
             )
             .await
             .map(|committed| {
-                let ttft = attempt_start.elapsed();
+                let ttft = start.elapsed();
                 target.health.first_token(Instant::now(), ttft);
                 let (tx, report) = tokio::sync::oneshot::channel();
                 let ctx = RelayContext {
                     request_id: req.id.clone(),
                     route: route.config.name.clone(),
                     target: target.clone(),
-                    attempt_start,
+                    attempt_start: start,
                     idle_timeout: policy.idle_timeout,
                     report: Some(tx),
                 };
@@ -205,97 +165,268 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                 }
             })
         } else {
-            call_full(target, upstream_body, attempt_deadline, false)
-                .await
-                .map(|(body, usage)| Answer::Full { body, usage })
-        };
-        let elapsed = attempt_start.elapsed();
-        let err = match result {
-            Ok(answer) => {
-                if !req.chat.stream {
-                    // A stream's attempt is judged when it ends (see `stream::relay`).
-                    target.health.attempt(Instant::now(), Verdict::Ok, elapsed);
-                }
-                path.push(record(target, started, attempt_start, elapsed, "ok", None));
-                let outcome = Outcome {
-                    result: Ok(answer),
-                    path,
-                    skipped,
-                };
-                finish(route, &outcome, started, cur.idx);
-                return outcome;
+            let result = call_full(target, body, attempt_deadline, false).await;
+            if result.is_ok() {
+                // A stream's attempt is judged when it ends (see `stream::relay`).
+                target
+                    .health
+                    .attempt(Instant::now(), Verdict::Ok, start.elapsed());
             }
-            Err(err) => err,
+            result.map(|(body, usage)| Answer::Full { body, usage })
         };
-        target
-            .health
-            .attempt(Instant::now(), err.verdict(), elapsed);
-        let status = err.status().map(|s| s.as_u16());
-        path.push(record(
-            target,
-            started,
-            attempt_start,
-            elapsed,
-            err.kind(),
-            status,
-        ));
-        tracing::warn!(
-            request_id = %req.id, route = %route.config.name, attempt = attempt_no,
-            target = %target.id(), kind = err.kind(), status, elapsed_ms = elapsed.as_millis() as u64,
-            "attempt failed"
-        );
-        let step = err.next_step(policy);
-        if step == NextStep::ReturnAsIs || !req.failover {
-            if let AttemptError::Status { status, body, .. } = err {
-                let outcome = Outcome {
-                    result: Ok(Answer::Upstream { status, body }),
-                    path,
-                    skipped,
-                };
-                finish(route, &outcome, started, cur.idx);
-                return outcome;
-            }
-            errors.push(err);
+        Done {
+            seq,
+            idx,
+            start,
+            hedge,
+            result,
+        }
+    }
+    .boxed()
+}
+
+/// Sleep until `at`, or forever.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Serve a request on a route with soft failover and hedging.
+pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
+    let policy = &route.config.failover;
+    let hedging = &route.config.hedge;
+    let started = Instant::now();
+    let deadline = started
+        + req
+            .timeout
+            .map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
+    let max_attempts = if req.failover {
+        policy.max_attempts.get() as usize
+    } else {
+        1
+    };
+    let max_parallel = if req.failover && hedging.enabled {
+        hedging.max_parallel.get() as usize
+    } else {
+        1
+    };
+    route.budget.deposit(started);
+
+    let mut path: Vec<AttemptRecord> = Vec::new();
+    let mut skipped: Vec<Arc<Target>> = Vec::new();
+    let mut errors: Vec<AttemptError> = Vec::new();
+    let mut cur = Cursor::new(policy.same_target_retries);
+    let mut budget_spent = false;
+    let mut launched = 0usize;
+    let mut hedged = false;
+    let mut in_flight = FuturesUnordered::new();
+    // (target index, start, launch seq) of each attempt in flight.
+    let mut running: Vec<(usize, Instant, usize)> = Vec::new();
+    // When the next sequential attempt starts, and when the next hedge fires.
+    let mut next_at = Some(started);
+    let mut hedge_at: Option<Instant> = None;
+
+    loop {
+        let can_launch = launched < max_attempts && Instant::now() < deadline;
+        if running.is_empty() && !(can_launch && next_at.is_some()) {
             break;
         }
-        match step {
-            NextStep::RetryNotSent if cur.not_sent_retry_left => cur.not_sent_retry_left = false,
-            NextStep::RetryQuick if cur.quick_retries_left > 0 => {
-                let spent = policy.same_target_retries - cur.quick_retries_left;
-                cur.quick_retries_left -= 1;
-                tokio::time::sleep_until(deadline.min(Instant::now() + jittered(spent))).await;
-            }
-            NextStep::RetryAfter(wait)
-                if cur.retry_after_wait_left
-                    && wait <= policy.retry_after_wait
-                    && Instant::now() + wait < deadline =>
-            {
-                cur.retry_after_wait_left = false;
-                tokio::time::sleep(wait).await;
-            }
-            step => {
-                if let NextStep::RetryAfter(wait) = step {
-                    target.park(Instant::now(), wait);
+        tokio::select! {
+            Some(done) = in_flight.next(), if !running.is_empty() => {
+                let done: Done = done;
+                running.retain(|r| r.2 != done.seq);
+                let target = &route.targets[done.idx];
+                let elapsed = done.start.elapsed();
+                let err = match done.result {
+                    Ok(answer) => {
+                        let served = Some(path.len());
+                        path.push(record(target, started, done.start, elapsed, "ok", None));
+                        for (idx, start, _) in running.drain(..) {
+                            path.push(record(&route.targets[idx], started, start, start.elapsed(), "hedge_lost", None));
+                        }
+                        if hedged || done.hedge {
+                            let outcome = if done.hedge { HedgeOutcome::Won } else { HedgeOutcome::Lost };
+                            route.hedges.count(outcome);
+                            let reason = if done.hedge { "won" } else { "lost" };
+                            route.events.push("hedge", Some(&route.config.name), target.id(), reason, reason);
+                        }
+                        let outcome = Outcome { result: Ok(answer), hedged: done.hedge, served, path, skipped };
+                        finish(route, &outcome, started, done.idx);
+                        return outcome;
+                    }
+                    Err(err) => err,
+                };
+                target.health.attempt(Instant::now(), err.verdict(), elapsed);
+                let status = err.status().map(|s| s.as_u16());
+                path.push(record(target, started, done.start, elapsed, err.kind(), status));
+                tracing::warn!(
+                    request_id = %req.id, route = %route.config.name, attempt = path.len(),
+                    target = %target.id(), kind = err.kind(), status,
+                    elapsed_ms = elapsed.as_millis() as u64, "attempt failed"
+                );
+                let step = err.next_step(policy);
+                if step == NextStep::ReturnAsIs || !req.failover {
+                    if let AttemptError::Status { status, body, .. } = err {
+                        let served = Some(path.len() - 1);
+                        for (idx, start, _) in running.drain(..) {
+                            path.push(record(&route.targets[idx], started, start, start.elapsed(), "cancelled", None));
+                        }
+                        let result = Ok(Answer::Upstream { status, body });
+                        let outcome = Outcome { result, hedged: false, served, path, skipped };
+                        finish(route, &outcome, started, done.idx);
+                        return outcome;
+                    }
+                    errors.push(err);
+                    if !req.failover {
+                        break;
+                    }
+                    continue;
                 }
-                if step == NextStep::NextLargerWindow {
-                    cur.window_floor = cur.window_floor.max(target.config.context_window);
-                    cur.too_long_model = Some(&target.config.model);
+                let now = Instant::now();
+                if !running.is_empty() {
+                    // Another attempt is still racing: no same-target retry, the next target may
+                    // join the race at once (within max_parallel).
+                    let from = cur.idx.max(done.idx) + 1;
+                    if step == NextStep::NextLargerWindow {
+                        cur.window_floor = cur.window_floor.max(target.config.context_window);
+                        cur.too_long_model = Some(&target.config.model);
+                    }
+                    if let NextStep::RetryAfter(wait) = step {
+                        target.park(now, wait);
+                    }
+                    cur.move_to(from, policy.same_target_retries);
+                    if running.len() < max_parallel {
+                        next_at = Some(now);
+                    }
+                    errors.push(err);
+                    continue;
                 }
-                cur.idx += 1;
-                if let Some(next) = route.targets.get(cur.idx) {
-                    route.count_failover(target, next, err.kind());
-                    tracing::info!(
-                        request_id = %req.id, route = %route.config.name, from = %target.id(),
-                        to = %next.id(), reason = err.kind(), status, "failover"
-                    );
+                match step {
+                    NextStep::RetryNotSent if cur.not_sent_retry_left => {
+                        cur.not_sent_retry_left = false;
+                        next_at = Some(now);
+                    }
+                    NextStep::RetryQuick if cur.quick_retries_left > 0 => {
+                        let spent = policy.same_target_retries - cur.quick_retries_left;
+                        cur.quick_retries_left -= 1;
+                        next_at = Some(deadline.min(now + jittered(spent)));
+                    }
+                    NextStep::RetryAfter(wait)
+                        if cur.retry_after_wait_left && wait <= policy.retry_after_wait && now + wait < deadline =>
+                    {
+                        cur.retry_after_wait_left = false;
+                        next_at = Some(now + wait);
+                    }
+                    step => {
+                        if let NextStep::RetryAfter(wait) = step {
+                            target.park(now, wait);
+                        }
+                        if step == NextStep::NextLargerWindow {
+                            cur.window_floor = cur.window_floor.max(target.config.context_window);
+                            cur.too_long_model = Some(&target.config.model);
+                        }
+                        cur.move_to(done.idx + 1, policy.same_target_retries);
+                        if let Some(next) = route.targets.get(cur.idx) {
+                            route.count_failover(target, next, err.kind());
+                            tracing::info!(
+                                request_id = %req.id, route = %route.config.name, from = %target.id(),
+                                to = %next.id(), reason = err.kind(), status, "failover"
+                            );
+                        }
+                        next_at = Some(now);
+                    }
+                }
+                errors.push(err);
+            }
+            () = until(next_at), if can_launch && next_at.is_some() => {
+                next_at = None;
+                let busy: Vec<usize> = running.iter().map(|r| r.0).collect();
+                let pick = if req.failover {
+                    pick_target(route, &cur, cur.idx, &busy, deadline, &mut skipped)
+                } else {
+                    Some(Pick::Now(0))
+                };
+                let i = match pick {
+                    None => continue,
+                    Some(Pick::Now(i)) => i,
+                    Some(Pick::After(i, wait)) if running.is_empty() => {
+                        // Only parked targets remain and nothing else is running: wait it out.
+                        tokio::time::sleep(wait).await;
+                        i
+                    }
+                    Some(Pick::After(_, wait)) => {
+                        next_at = Some(Instant::now() + wait);
+                        continue;
+                    }
+                };
+                if path.is_empty() && running.is_empty() && i != cur.idx {
+                    if let (Some(from), Some(to)) = (skipped.last(), route.targets.get(i)) {
+                        route.count_failover(from, to, "breaker_open");
+                    }
+                }
+                cur.move_to(i, policy.same_target_retries);
+                if launched > 0 && !route.budget.try_withdraw(Instant::now()) {
+                    route.metrics.inc(names::RETRY_BUDGET_EXHAUSTED, &[("route", &route.config.name)]);
+                    budget_spent = true;
+                    if running.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                let now = Instant::now();
+                in_flight.push(launch(route, req, launched, i, false, deadline));
+                running.push((i, now, launched));
+                launched += 1;
+                if running.len() < max_parallel && launched < max_attempts {
+                    let d = hedge::delay(hedging, policy, &route.targets[i], req.chat.stream, now);
+                    hedge_at = Some(hedge_at.map_or(now + d, |h| h.min(now + d)));
                 }
             }
+            () = until(hedge_at), if hedge_at.is_some() && !running.is_empty() => {
+                hedge_at = None;
+                if running.len() >= max_parallel || launched >= max_attempts || Instant::now() >= deadline {
+                    continue;
+                }
+                if !route.budget.try_hedge(Instant::now(), hedging.budget) {
+                    route.hedges.count(HedgeOutcome::SkippedBudget);
+                    continue;
+                }
+                let busy: Vec<usize> = running.iter().map(|r| r.0).collect();
+                let from = busy.iter().max().map_or(cur.idx, |m| m + 1);
+                let mut passed_over = Vec::new();
+                // Never hedge to a target whose breaker is open or that is parked.
+                let i = match pick_target(route, &cur, from, &busy, deadline, &mut passed_over) {
+                    Some(Pick::Now(i)) if !passed_over.iter().any(|s| Arc::ptr_eq(s, &route.targets[i])) => i,
+                    _ => {
+                        route.hedges.count(HedgeOutcome::SkippedNoTarget);
+                        continue;
+                    }
+                };
+                let now = Instant::now();
+                tracing::info!(
+                    request_id = %req.id, route = %route.config.name, to = %route.targets[i].id(),
+                    "hedge fired"
+                );
+                route.hedges.count(HedgeOutcome::Fired);
+                hedged = true;
+                cur.move_to(i, policy.same_target_retries);
+                in_flight.push(launch(route, req, launched, i, true, deadline));
+                running.push((i, now, launched));
+                launched += 1;
+                if running.len() < max_parallel && launched < max_attempts {
+                    hedge_at = Some(now + hedge::delay(hedging, policy, &route.targets[i], req.chat.stream, now));
+                }
+            }
+            else => break,
         }
-        errors.push(err);
     }
     let out_of_time = Instant::now() >= deadline;
     let outcome = Outcome {
         result: Err(failure(route, &path, &errors, out_of_time, budget_spent)),
+        hedged: false,
+        served: None,
         path,
         skipped,
     };
@@ -335,118 +466,5 @@ fn record(
         duration,
         outcome,
         status,
-    }
-}
-
-/// 50 ms, 100 ms, 200 ms ... each between half and all of it.
-fn jittered(retry: u32) -> Duration {
-    let full = QUICK_RETRY_BASE * 2u32.saturating_pow(retry.min(6));
-    full / 2 + full.mul_f64(fastrand::f64() / 2.0)
-}
-
-/// The first usable target at or after the cursor: its breaker admits the request and no
-/// `Retry-After` parks it. When only parked targets remain, wait for the one that frees up
-/// first if that fits the deadline; when every remaining target's breaker is open, try the one
-/// closest to recovery rather than failing without an attempt.
-async fn pick_target(
-    route: &Route,
-    cur: &Cursor<'_>,
-    deadline: Instant,
-    skipped: &mut Vec<Arc<Target>>,
-) -> Option<usize> {
-    let now = Instant::now();
-    let mut soonest_parked: Option<(usize, Duration)> = None;
-    let mut closest_open: Option<(usize, Duration)> = None;
-    for (i, t) in route.targets.iter().enumerate().skip(cur.idx) {
-        if cur.too_long_model == Some(t.config.model.as_str()) {
-            continue;
-        }
-        if let (Some(floor), Some(window)) = (cur.window_floor, t.config.context_window) {
-            if window <= floor {
-                continue;
-            }
-        }
-        if let Some(wait) = t.parked_for(now) {
-            if soonest_parked.is_none_or(|(_, w)| wait < w) {
-                soonest_parked = Some((i, wait));
-            }
-            continue;
-        }
-        if !t.health.admit(now) {
-            if !skipped.iter().any(|s| Arc::ptr_eq(s, t)) {
-                skipped.push(t.clone());
-            }
-            let eta = t.health.recovery_eta(now);
-            if closest_open.is_none_or(|(_, e)| eta < e) {
-                closest_open = Some((i, eta));
-            }
-            continue;
-        }
-        return Some(i);
-    }
-    if let Some((i, wait)) = soonest_parked {
-        if now + wait < deadline {
-            tokio::time::sleep(wait).await;
-            return Some(i);
-        }
-    }
-    closest_open.map(|(i, _)| i)
-}
-
-/// The client-visible error when no attempt succeeded: it names every step of the path.
-fn failure(
-    route: &Route,
-    path: &[AttemptRecord],
-    errors: &[AttemptError],
-    out_of_time: bool,
-    budget_spent: bool,
-) -> Failure {
-    if path.is_empty() {
-        return Failure {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            code: "no_target_available",
-            message: format!(
-                "no target of route {} can take the request now (all are parked by Retry-After)",
-                route.config.name
-            ),
-        };
-    }
-    let steps: Vec<String> = path
-        .iter()
-        .zip(errors)
-        .map(|(a, e)| {
-            format!(
-                "{}: {} after {} ms",
-                a.target.id(),
-                e.describe(),
-                a.duration.as_millis()
-            )
-        })
-        .collect();
-    let all_timeouts = errors.iter().all(AttemptError::is_timeout);
-    let all_overloaded = errors
-        .iter()
-        .all(|e| matches!(e.status().map(|s| s.as_u16()), Some(429 | 503 | 529)));
-    let (status, code) = if out_of_time || all_timeouts {
-        (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
-    } else if all_overloaded || budget_spent {
-        (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
-    } else {
-        (StatusCode::BAD_GATEWAY, "upstream_failed")
-    };
-    let budget_note = if budget_spent {
-        " (no retry: the route's retry budget is spent)"
-    } else {
-        ""
-    };
-    Failure {
-        status,
-        code,
-        message: format!(
-            "route {}: all {} attempt(s) failed{budget_note}: {}",
-            route.config.name,
-            path.len(),
-            steps.join("; ")
-        ),
     }
 }

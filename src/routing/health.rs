@@ -28,7 +28,13 @@ pub enum Verdict {
 struct Inner {
     breaker: Breaker,
     sli: Sli,
+    /// Hedge delays (non-stream, stream) computed at `.0`, reused for a second: a percentile
+    /// merges the window's histograms, too much work for every request.
+    hedge_cache: Option<(Instant, f64, [Option<Duration>; 2])>,
 }
+
+/// How long a computed hedge delay is reused.
+const HEDGE_CACHE_FOR: Duration = Duration::from_secs(1);
 
 /// Health of one target.
 pub struct Health {
@@ -65,6 +71,7 @@ impl Health {
             inner: Mutex::new(Inner {
                 sli: Sli::new(policy.window, now),
                 breaker: Breaker::new(policy, now),
+                hedge_cache: None,
             }),
             state_gauge: registry.gauge(names::BREAKER_STATE, &target),
             upstream_ok: registry.histogram(
@@ -171,6 +178,33 @@ impl Health {
         self.lock()
             .sli
             .latency_percentile(now, stream, q, min_samples)
+    }
+
+    /// A percentile `q` of recent latency (streams: time to first token) as a hedge delay,
+    /// with at least `min_samples`; recomputed at most once a second.
+    pub fn hedge_delay(
+        &self,
+        now: Instant,
+        stream: bool,
+        q: f64,
+        min_samples: u64,
+    ) -> Option<Duration> {
+        let mut inner = self.lock();
+        let fresh = inner
+            .hedge_cache
+            .filter(|(at, cq, _)| *cq == q && now.saturating_duration_since(*at) < HEDGE_CACHE_FOR);
+        let delays = match fresh {
+            Some((_, _, d)) => d,
+            None => {
+                let d = [
+                    inner.sli.latency_percentile(now, false, q, min_samples),
+                    inner.sli.latency_percentile(now, true, q, min_samples),
+                ];
+                inner.hedge_cache = Some((now, q, d));
+                d
+            }
+        };
+        delays[usize::from(stream)]
     }
 
     /// An operator's override; returns the state after it.

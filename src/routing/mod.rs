@@ -14,6 +14,8 @@ pub mod dispatch;
 pub mod events;
 pub mod failover;
 pub mod health;
+pub mod hedge;
+pub mod plan;
 pub mod probe;
 pub mod stream;
 
@@ -30,6 +32,7 @@ use crate::provider::{Provider, ProviderError};
 use budget::RetryBudget;
 use events::Events;
 use health::Health;
+use hedge::HedgeMetrics;
 
 /// State that outlives one routing table: kept across config reloads.
 #[derive(Debug)]
@@ -71,6 +74,7 @@ pub struct Route {
     pub config: Arc<RouteConfig>,
     pub targets: Vec<Arc<Target>>,
     pub budget: Arc<RetryBudget>,
+    pub hedges: HedgeMetrics,
     pub metrics: Arc<Registry>,
     pub events: Arc<Events>,
     /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
@@ -211,6 +215,7 @@ impl Routing {
                 RetryBudget::new(route.retry_budget.clone())
             });
             budget.set_policy(route.retry_budget.clone());
+
             let m = &shared.metrics;
             let rows = resolved
                 .iter()
@@ -235,6 +240,7 @@ impl Routing {
                     config: route.clone(),
                     targets: resolved,
                     budget,
+                    hedges: HedgeMetrics::new(m, &route.name),
                     metrics: m.clone(),
                     events: shared.events.clone(),
                     requests: rows,

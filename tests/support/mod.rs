@@ -1,6 +1,8 @@
 //! Shared test harness: a gateway and mock providers on 127.0.0.1:0, in this process.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod audit;
+
 use std::net::SocketAddr;
 
 use switchyard::config::Config;
@@ -15,9 +17,15 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`).
+    /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`). Without an
+    /// `[audit]` table the audit log is off (its default would write a file in the crate).
     pub async fn start(toml: &str) -> Gateway {
         let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
+        let toml = &if toml.contains("[audit]") {
+            toml.to_owned()
+        } else {
+            format!("{toml}\n[audit]\nstore = \"off\"\n")
+        };
         let config = Config::from_toml(toml, &env)
             .unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
         let state = switchyard::app::build_state(config).unwrap();
@@ -109,6 +117,16 @@ pub fn config_with(mocks: &[MockServer], failover: &str, windows: &[Option<u32>]
     s += failover;
     s += "\n";
     s
+}
+
+/// `toml` (from [`config`]) with the audit log written to `store` (a `sqlite://` or
+/// `postgres://` URL) and `extra` lines added to `[audit]`.
+pub fn with_audit(toml: &str, store: &str, extra: &str) -> String {
+    toml.replacen(
+        "[audit]\nstore = \"off\"\n",
+        &format!("[audit]\nstore = \"{store}\"\n{extra}\n"),
+        1,
+    )
 }
 
 /// A minimal chat body for route `chat`.

@@ -1,0 +1,2 @@
+//! Translation benchmarks (filled in below).
+fn main() {}

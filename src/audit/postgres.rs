@@ -1,0 +1,276 @@
+//! The PostgreSQL store, for a fleet of gateways writing to one database. A batch is one
+//! `INSERT ... SELECT FROM UNNEST(arrays)`: one statement, one round trip, atomic. The connection
+//! is made lazily and remade after any failure, so a database that comes back is used again
+//! without a restart; every call has a deadline, so a hung server cannot hang the writer.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Statement};
+
+use super::query::{AuditQuery, Param};
+use super::schema::{Row, COLUMNS, POSTGRES_MIGRATIONS, VERSION_TABLE};
+use super::{AuditError, AuditRecord};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+const PRUNE_CHUNK: u64 = 10_000;
+/// Serialises migrations of replicas that start together (any fixed number will do).
+const MIGRATION_LOCK: i64 = 0x5357_4954_4348;
+
+impl From<tokio_postgres::Error> for AuditError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        // tokio-postgres' Display is terse ("db error"); the server's message is in the source.
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
+        }
+        AuditError::Postgres(text)
+    }
+}
+
+struct Conn {
+    client: Client,
+    insert: Option<Statement>,
+}
+
+/// A PostgreSQL database, connected on demand.
+pub(crate) struct PgStore {
+    config: tokio_postgres::Config,
+    conn: Option<Conn>,
+}
+
+impl PgStore {
+    /// A store for `url` (checked now, connected on first use).
+    pub fn new(url: &str) -> Result<PgStore, AuditError> {
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|_| AuditError::Invalid("the audit store's postgres URL is invalid".into()))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        if config.get_application_name().is_none() {
+            config.application_name("switchyard-audit");
+        }
+        Ok(PgStore { config, conn: None })
+    }
+
+    /// Connect (and migrate) unless connected.
+    pub async fn connect(&mut self) -> Result<(), AuditError> {
+        if self.conn.as_ref().is_some_and(|c| !c.client.is_closed()) {
+            return Ok(());
+        }
+        self.conn = None;
+        let (mut client, connection) = deadline(CONNECT_TIMEOUT, async {
+            Ok(self.config.connect(NoTls).await?)
+        })
+        .await?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %AuditError::from(e), "audit log: postgres connection ended");
+            }
+        });
+        deadline(CALL_TIMEOUT, migrate(&mut client)).await?;
+        self.conn = Some(Conn {
+            client,
+            insert: None,
+        });
+        Ok(())
+    }
+
+    /// Run `op` on the connection; any failure drops the connection, to be remade next time.
+    async fn call<T, F>(&mut self, op: impl FnOnce(Conn) -> F) -> Result<T, AuditError>
+    where
+        F: Future<Output = (Conn, Result<T, AuditError>)>,
+    {
+        self.connect().await?;
+        let Some(conn) = self.conn.take() else {
+            return Err(AuditError::Postgres("not connected".into()));
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, op(conn)).await {
+            Ok((conn, Ok(v))) => {
+                self.conn = Some(conn);
+                Ok(v)
+            }
+            Ok((_, Err(e))) => Err(e),
+            Err(_) => Err(AuditError::Timeout(CALL_TIMEOUT)),
+        }
+    }
+
+    /// Insert a batch with one statement.
+    pub async fn write(&mut self, rows: &[Row]) -> Result<(), AuditError> {
+        self.call(|mut conn| async move {
+            let r = insert(&mut conn, rows).await;
+            (conn, r)
+        })
+        .await
+    }
+
+    /// Delete records older than `before_ms`; returns how many.
+    pub async fn prune(&mut self, before_ms: i64) -> Result<u64, AuditError> {
+        self.call(|conn| async move {
+            let r = prune(&conn.client, before_ms).await;
+            (conn, r)
+        })
+        .await
+    }
+
+    /// Records matching `q`, newest first.
+    pub async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+        let (sql, params) = q.sql(|n| format!("${n}"));
+        self.call(|conn| async move {
+            let r = select(&conn.client, &sql, params).await;
+            (conn, r)
+        })
+        .await
+    }
+}
+
+async fn prune(client: &Client, before_ms: i64) -> Result<u64, AuditError> {
+    let sql = format!(
+        "DELETE FROM audit_records WHERE id IN \
+         (SELECT id FROM audit_records WHERE time_ms < $1 LIMIT {PRUNE_CHUNK})"
+    );
+    let mut total = 0;
+    loop {
+        let n = client.execute(&sql, &[&before_ms]).await?;
+        total += n;
+        if n < PRUNE_CHUNK {
+            return Ok(total);
+        }
+    }
+}
+
+async fn select(
+    client: &Client,
+    sql: &str,
+    params: Vec<Param>,
+) -> Result<Vec<AuditRecord>, AuditError> {
+    let values: Vec<Box<dyn ToSql + Sync + Send>> = params
+        .into_iter()
+        .map(|p| -> Box<dyn ToSql + Sync + Send> {
+            match p {
+                Param::Text(s) => Box::new(s),
+                Param::Int4(n) => Box::new(n),
+                Param::Int8(n) => Box::new(n),
+            }
+        })
+        .collect();
+    let refs: Vec<&(dyn ToSql + Sync)> = values
+        .iter()
+        .map(|v| v.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let rows = client.query(sql, &refs).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(
+            Row {
+                request_id: r.try_get(0)?,
+                time_ms: r.try_get(1)?,
+                client_key_id: r.try_get(2)?,
+                route: r.try_get(3)?,
+                stream: r.try_get(4)?,
+                status: r.try_get(5)?,
+                target: r.try_get(6)?,
+                latency_ms: r.try_get(7)?,
+                ttft_ms: r.try_get(8)?,
+                tokens_in: r.try_get(9)?,
+                tokens_out: r.try_get(10)?,
+                turns_dropped: r.try_get(11)?,
+                hedged: r.try_get(12)?,
+                error: r.try_get(13)?,
+                attempts: r.try_get(14)?,
+                path: r.try_get(15)?,
+                request_body: r.try_get(16)?,
+                response_body: r.try_get(17)?,
+            }
+            .into_record(),
+        );
+    }
+    Ok(out)
+}
+
+fn col<'a, T>(rows: &'a [Row], f: impl Fn(&'a Row) -> T) -> Vec<T> {
+    rows.iter().map(f).collect()
+}
+
+async fn insert(conn: &mut Conn, rows: &[Row]) -> Result<(), AuditError> {
+    let stmt = match &conn.insert {
+        Some(s) => s.clone(),
+        None => {
+            let sql = format!(
+                "INSERT INTO audit_records ({COLUMNS}) SELECT * FROM UNNEST(\
+                 $1::text[], $2::int8[], $3::text[], $4::text[], $5::bool[], $6::int4[], \
+                 $7::text[], $8::float8[], $9::float8[], $10::int8[], $11::int8[], $12::int4[], \
+                 $13::bool[], $14::text[], $15::int4[], $16::text[], $17::text[], $18::text[])"
+            );
+            let s = conn.client.prepare(&sql).await?;
+            conn.insert = Some(s.clone());
+            s
+        }
+    };
+    let opt = |f: fn(&Row) -> &Option<String>| col(rows, move |r| f(r).as_deref());
+    conn.client
+        .execute(
+            &stmt,
+            &[
+                &col(rows, |r| r.request_id.as_str()),
+                &col(rows, |r| r.time_ms),
+                &opt(|r| &r.client_key_id),
+                &col(rows, |r| r.route.as_str()),
+                &col(rows, |r| r.stream),
+                &col(rows, |r| r.status),
+                &opt(|r| &r.target),
+                &col(rows, |r| r.latency_ms),
+                &col(rows, |r| r.ttft_ms),
+                &col(rows, |r| r.tokens_in),
+                &col(rows, |r| r.tokens_out),
+                &col(rows, |r| r.turns_dropped),
+                &col(rows, |r| r.hedged),
+                &opt(|r| &r.error),
+                &col(rows, |r| r.attempts),
+                &col(rows, |r| r.path.as_str()),
+                &opt(|r| &r.request_body),
+                &opt(|r| &r.response_body),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Apply the migrations this database has not seen, in one transaction, under an advisory lock
+/// so replicas starting together do not race.
+async fn migrate(client: &mut Client) -> Result<(), AuditError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(VERSION_TABLE).await?;
+    let current: i64 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0)::int8 FROM audit_schema_version",
+            &[],
+        )
+        .await?
+        .try_get(0)?;
+    for (version, sql) in POSTGRES_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql).await?;
+        tx.execute(
+            "INSERT INTO audit_schema_version (version) VALUES ($1::int8::int4)",
+            &[version],
+        )
+        .await?;
+        tracing::info!(version, "audit log: postgres schema migrated");
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn deadline<T>(
+    limit: Duration,
+    f: impl Future<Output = Result<T, AuditError>>,
+) -> Result<T, AuditError> {
+    tokio::time::timeout(limit, f)
+        .await
+        .unwrap_or_else(|_| Err(AuditError::Timeout(limit)))
+}

@@ -1,0 +1,152 @@
+//! Reading the audit log: the filters `/admin/audit` and `switchyard audit` share, turned into
+//! one SQL query for either store, and [`query`], which opens the store, reads and closes it.
+
+use super::store::Store;
+use super::{AuditError, AuditRecord};
+use crate::config::AuditStore;
+
+/// Most records one query returns.
+pub const MAX_LIMIT: usize = 10_000;
+
+/// Which records to read; every filter is optional. Results are newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditQuery {
+    /// The public model name clients sent.
+    pub route: Option<String>,
+    /// The target that answered (`provider/model`).
+    pub target: Option<String>,
+    /// The HTTP status the client got.
+    pub status: Option<u16>,
+    /// Only records at or after this time, Unix milliseconds.
+    pub since: Option<i64>,
+    /// One request's record.
+    pub request_id: Option<String>,
+    /// At most this many records (capped at [`MAX_LIMIT`]).
+    pub limit: usize,
+}
+
+/// A bound value of a query.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Param {
+    Text(String),
+    /// An `INTEGER` column (PostgreSQL types parameters strictly).
+    Int4(i32),
+    /// A `BIGINT` column.
+    Int8(i64),
+}
+
+impl AuditQuery {
+    /// The `SELECT` for this query and its parameters; `placeholder(n)` writes the n-th
+    /// (1-based) parameter in the store's syntax (`?1` or `$1`).
+    pub(crate) fn sql(&self, placeholder: fn(usize) -> String) -> (String, Vec<Param>) {
+        let mut clauses = Vec::new();
+        let mut params = Vec::new();
+        let mut add = |column: &str, p: Param| {
+            params.push(p);
+            let op = if column == "time_ms" { ">=" } else { "=" };
+            clauses.push(format!("{column} {op} {}", placeholder(params.len())));
+        };
+        if let Some(v) = &self.route {
+            add("route", Param::Text(v.clone()));
+        }
+        if let Some(v) = &self.target {
+            add("target", Param::Text(v.clone()));
+        }
+        if let Some(v) = self.status {
+            add("status", Param::Int4(i32::from(v)));
+        }
+        if let Some(v) = self.since {
+            add("time_ms", Param::Int8(v));
+        }
+        if let Some(v) = &self.request_id {
+            add("request_id", Param::Text(v.clone()));
+        }
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", clauses.join(" AND "))
+        };
+        let limit = self.limit.min(MAX_LIMIT);
+        let sql = format!(
+            "SELECT {} FROM audit_records{filter} ORDER BY time_ms DESC, id DESC LIMIT {limit}",
+            super::schema::COLUMNS
+        );
+        (sql, params)
+    }
+}
+
+/// Read records from `store` (opened for this query only).
+pub async fn query(store: &AuditStore, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+    let mut store = Store::open_reader(store).await?;
+    store.query(q).await
+}
+
+/// The store a `--db` value names: `sqlite://FILE`, `sqlite:FILE`, `postgres://...` or
+/// `postgresql://...`.
+pub fn parse_db_url(url: &str) -> Result<AuditStore, AuditError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(AuditStore::Postgres(url.to_owned()));
+    }
+    match url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        Some(path) if !path.is_empty() => Ok(AuditStore::Sqlite(path.to_owned())),
+        _ => Err(AuditError::Invalid(
+            "the audit database must be sqlite://FILE or postgres://USER@HOST/DB".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_filters_in_order() {
+        let q = AuditQuery {
+            route: Some("chat".into()),
+            status: Some(503),
+            since: Some(10),
+            limit: 5,
+            ..Default::default()
+        };
+        let (sql, params) = q.sql(|n| format!("${n}"));
+        assert!(
+            sql.ends_with(
+                "FROM audit_records WHERE route = $1 AND status = $2 AND time_ms >= $3 \
+                 ORDER BY time_ms DESC, id DESC LIMIT 5"
+            ),
+            "{sql}"
+        );
+        assert_eq!(
+            params,
+            vec![
+                Param::Text("chat".into()),
+                Param::Int4(503),
+                Param::Int8(10)
+            ]
+        );
+        let (sql, params) = AuditQuery::default().sql(|n| format!("?{n}"));
+        assert!(sql.ends_with("audit_records ORDER BY time_ms DESC, id DESC LIMIT 0"));
+        assert!(params.is_empty());
+    }
+
+    #[test]
+    fn parses_db_urls() {
+        assert_eq!(
+            parse_db_url("sqlite://a.db").ok(),
+            Some(AuditStore::Sqlite("a.db".into()))
+        );
+        assert_eq!(
+            parse_db_url("sqlite:/tmp/a.db").ok(),
+            Some(AuditStore::Sqlite("/tmp/a.db".into()))
+        );
+        assert!(matches!(
+            parse_db_url("postgresql://u@h/db"),
+            Ok(AuditStore::Postgres(_))
+        ));
+        assert!(parse_db_url("mysql://x").is_err());
+        assert!(parse_db_url("sqlite://").is_err());
+    }
+}

@@ -1,0 +1,163 @@
+//! The stored shape of an audit record, and the migrations that create it in SQLite and
+//! PostgreSQL.
+//!
+//! One table, `audit_records`: a column for every field a reader filters or sorts on, and the
+//! path as JSON text (it is always read whole). `audit_schema_version` holds the versions
+//! applied; a migration is applied once, in a transaction, in order.
+
+use super::{AuditAttempt, AuditRecord};
+
+/// Stored columns, in the order of [`Row`]'s fields (every insert and select uses this order).
+pub(crate) const COLUMNS: &str = "request_id, time_ms, client_key_id, route, stream, status, \
+     target, latency_ms, ttft_ms, tokens_in, tokens_out, turns_dropped, hedged, error, attempts, \
+     path, request_body, response_body";
+
+/// The version table, created before any migration runs.
+pub(crate) const VERSION_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS audit_schema_version (version INTEGER NOT NULL)";
+
+/// SQLite migrations: (version, SQL).
+pub(crate) const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE audit_records (
+        id INTEGER PRIMARY KEY,
+        request_id TEXT NOT NULL,
+        time_ms INTEGER NOT NULL,
+        client_key_id TEXT,
+        route TEXT NOT NULL,
+        stream INTEGER NOT NULL,
+        status INTEGER NOT NULL,
+        target TEXT,
+        latency_ms REAL NOT NULL,
+        ttft_ms REAL,
+        tokens_in INTEGER,
+        tokens_out INTEGER,
+        turns_dropped INTEGER NOT NULL,
+        hedged INTEGER NOT NULL,
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        request_body TEXT,
+        response_body TEXT
+    );
+    CREATE INDEX audit_records_time ON audit_records (time_ms);
+    CREATE INDEX audit_records_request_id ON audit_records (request_id);
+    CREATE INDEX audit_records_route_time ON audit_records (route, time_ms);",
+)];
+
+/// PostgreSQL migrations: (version, SQL).
+pub(crate) const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "CREATE TABLE audit_records (
+        id BIGSERIAL PRIMARY KEY,
+        request_id TEXT NOT NULL,
+        time_ms BIGINT NOT NULL,
+        client_key_id TEXT,
+        route TEXT NOT NULL,
+        stream BOOLEAN NOT NULL,
+        status INTEGER NOT NULL,
+        target TEXT,
+        latency_ms DOUBLE PRECISION NOT NULL,
+        ttft_ms DOUBLE PRECISION,
+        tokens_in BIGINT,
+        tokens_out BIGINT,
+        turns_dropped INTEGER NOT NULL,
+        hedged BOOLEAN NOT NULL,
+        error TEXT,
+        attempts INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        request_body TEXT,
+        response_body TEXT
+    );
+    CREATE INDEX audit_records_time ON audit_records (time_ms);
+    CREATE INDEX audit_records_request_id ON audit_records (request_id);
+    CREATE INDEX audit_records_route_time ON audit_records (route, time_ms);",
+)];
+
+/// One record as stored: plain column values.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Row {
+    pub request_id: String,
+    pub time_ms: i64,
+    pub client_key_id: Option<String>,
+    pub route: String,
+    pub stream: bool,
+    pub status: i32,
+    pub target: Option<String>,
+    pub latency_ms: f64,
+    pub ttft_ms: Option<f64>,
+    pub tokens_in: Option<i64>,
+    pub tokens_out: Option<i64>,
+    pub turns_dropped: i32,
+    pub hedged: bool,
+    pub error: Option<String>,
+    pub attempts: i32,
+    /// The path as a JSON array of [`AuditAttempt`].
+    pub path: String,
+    pub request_body: Option<String>,
+    pub response_body: Option<String>,
+}
+
+fn sat_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// PostgreSQL text cannot hold NUL; SQLite keeps it, but a reader would be surprised too.
+fn clean(s: &str) -> String {
+    if s.contains('\0') {
+        s.replace('\0', "\u{FFFD}")
+    } else {
+        s.to_owned()
+    }
+}
+
+impl Row {
+    /// The stored form of a record.
+    pub fn from_record(r: &AuditRecord) -> Row {
+        let opt = |s: &Option<String>| s.as_deref().map(clean);
+        Row {
+            request_id: clean(&r.request_id),
+            time_ms: r.time_ms,
+            client_key_id: opt(&r.client_key_id),
+            route: clean(&r.route),
+            stream: r.stream,
+            status: i32::from(r.status),
+            target: opt(&r.target),
+            latency_ms: r.latency_ms,
+            ttft_ms: r.ttft_ms,
+            tokens_in: r.tokens_in.map(sat_i64),
+            tokens_out: r.tokens_out.map(sat_i64),
+            turns_dropped: i32::try_from(r.turns_dropped).unwrap_or(i32::MAX),
+            hedged: r.hedged,
+            error: opt(&r.error),
+            attempts: i32::try_from(r.path.len()).unwrap_or(i32::MAX),
+            path: clean(&serde_json::to_string(&r.path).unwrap_or_else(|_| "[]".into())),
+            request_body: opt(&r.request_body),
+            response_body: opt(&r.response_body),
+        }
+    }
+
+    /// The record back; a path that does not parse reads as empty.
+    pub fn into_record(self) -> AuditRecord {
+        let path: Vec<AuditAttempt> = serde_json::from_str(&self.path).unwrap_or_default();
+        AuditRecord {
+            request_id: self.request_id,
+            time_ms: self.time_ms,
+            client_key_id: self.client_key_id,
+            route: self.route,
+            stream: self.stream,
+            status: u16::try_from(self.status).unwrap_or(0),
+            target: self.target,
+            latency_ms: self.latency_ms,
+            ttft_ms: self.ttft_ms,
+            tokens_in: self.tokens_in.map(|n| u64::try_from(n).unwrap_or(0)),
+            tokens_out: self.tokens_out.map(|n| u64::try_from(n).unwrap_or(0)),
+            turns_dropped: u32::try_from(self.turns_dropped).unwrap_or(0),
+            hedged: self.hedged,
+            error: self.error,
+            path,
+            request_body: self.request_body,
+            response_body: self.response_body,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The SQLite store: one file in WAL mode (readers never block the writer), one transaction per
+//! batch. rusqlite is blocking, so every call runs on tokio's blocking pool.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::types::Value;
+use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+
+use super::query::{AuditQuery, Param};
+use super::schema::{Row, COLUMNS, SQLITE_MIGRATIONS, VERSION_TABLE};
+use super::{AuditError, AuditRecord};
+
+/// How long a statement waits for another connection's lock before failing with "busy".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Rows deleted per statement when pruning, so the write lock is never held for long.
+const PRUNE_CHUNK: usize = 10_000;
+
+/// One open SQLite database.
+pub(crate) struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Open (creating it if needed) for writing: WAL mode, migrations applied.
+    pub async fn open_writer(path: &str) -> Result<SqliteStore, AuditError> {
+        let path = path.to_owned();
+        let conn = blocking(move || {
+            let mut conn = Connection::open(&path)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            // WAL with NORMAL sync is durable across a process crash; an OS crash may lose the
+            // last transactions, never corrupt the file.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            migrate(&mut conn)?;
+            Ok(conn)
+        })
+        .await?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Open an existing database for reading.
+    pub async fn open_reader(path: &str) -> Result<SqliteStore, AuditError> {
+        if !Path::new(path).exists() {
+            return Err(AuditError::Invalid(format!(
+                "no audit database at {path} (has the gateway written one yet?)"
+            )));
+        }
+        let path = path.to_owned();
+        let conn = blocking(move || {
+            let conn = Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            conn.busy_timeout(BUSY_TIMEOUT * 5)?;
+            Ok(conn)
+        })
+        .await?;
+        Ok(SqliteStore {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, AuditError> + Send + 'static,
+    ) -> Result<T, AuditError> {
+        let conn = self.conn.clone();
+        blocking(move || f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))).await
+    }
+
+    /// Insert a batch in one transaction: all or nothing.
+    pub async fn write(&self, rows: Vec<Row>) -> Result<(), AuditError> {
+        self.with(move |conn| {
+            let tx = conn.transaction()?;
+            {
+                let sql = format!(
+                    "INSERT INTO audit_records ({COLUMNS}) VALUES \
+                     (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                );
+                let mut insert = tx.prepare_cached(&sql)?;
+                for r in &rows {
+                    insert.execute(params![
+                        r.request_id,
+                        r.time_ms,
+                        r.client_key_id,
+                        r.route,
+                        r.stream,
+                        r.status,
+                        r.target,
+                        r.latency_ms,
+                        r.ttft_ms,
+                        r.tokens_in,
+                        r.tokens_out,
+                        r.turns_dropped,
+                        r.hedged,
+                        r.error,
+                        r.attempts,
+                        r.path,
+                        r.request_body,
+                        r.response_body,
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Delete records older than `before_ms`; returns how many.
+    pub async fn prune(&self, before_ms: i64) -> Result<u64, AuditError> {
+        self.with(move |conn| {
+            let sql = format!(
+                "DELETE FROM audit_records WHERE id IN \
+                 (SELECT id FROM audit_records WHERE time_ms < ?1 LIMIT {PRUNE_CHUNK})"
+            );
+            let mut total = 0u64;
+            loop {
+                let n = conn.execute(&sql, [before_ms])?;
+                total += n as u64;
+                if n < PRUNE_CHUNK {
+                    return Ok(total);
+                }
+            }
+        })
+        .await
+    }
+
+    /// Records matching `q`, newest first.
+    pub async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+        let (sql, params) = q.sql(|n| format!("?{n}"));
+        self.with(move |conn| {
+            let values: Vec<Value> = params
+                .into_iter()
+                .map(|p| match p {
+                    Param::Text(s) => Value::Text(s),
+                    Param::Int4(n) => Value::Integer(i64::from(n)),
+                    Param::Int8(n) => Value::Integer(n),
+                })
+                .collect();
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(values), |r| {
+                Ok(Row {
+                    request_id: r.get(0)?,
+                    time_ms: r.get(1)?,
+                    client_key_id: r.get(2)?,
+                    route: r.get(3)?,
+                    stream: r.get(4)?,
+                    status: r.get(5)?,
+                    target: r.get(6)?,
+                    latency_ms: r.get(7)?,
+                    ttft_ms: r.get(8)?,
+                    tokens_in: r.get(9)?,
+                    tokens_out: r.get(10)?,
+                    turns_dropped: r.get(11)?,
+                    hedged: r.get(12)?,
+                    error: r.get(13)?,
+                    attempts: r.get(14)?,
+                    path: r.get(15)?,
+                    request_body: r.get(16)?,
+                    response_body: r.get(17)?,
+                })
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                out.push(row?.into_record());
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// Apply the migrations this database has not seen, in one transaction.
+fn migrate(conn: &mut Connection) -> Result<(), AuditError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(VERSION_TABLE)?;
+    let current: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM audit_schema_version",
+        [],
+        |r| r.get(0),
+    )?;
+    for (version, sql) in SQLITE_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.execute_batch(sql)?;
+        tx.execute(
+            "INSERT INTO audit_schema_version (version) VALUES (?1)",
+            [version],
+        )?;
+        tracing::info!(version, "audit log: sqlite schema migrated");
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, AuditError> + Send + 'static,
+) -> Result<T, AuditError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| AuditError::Task(e.to_string()))?
+}

@@ -1,0 +1,283 @@
+//! Context carry-over: how many tokens a request needs on a target, and trimming a conversation
+//! to fit a smaller context window.
+//!
+//! Counting is per target: OpenAI-family models get their real tokenizer (tiktoken:
+//! `o200k_base` for gpt-4o, gpt-4.1, gpt-4.5, gpt-5 and the o-series, `cl100k_base` otherwise);
+//! other vendors get an estimate, see [`TokenCounter::Estimate`]. Trimming drops the oldest
+//! messages and keeps every system prompt, the newest messages, tool calls together with their
+//! results, and a conversation that starts with a user message.
+
+use tiktoken_rs::CoreBPE;
+
+use super::types::{ChatRequest, Message, Part};
+use super::Dialect;
+
+/// Counts tokens for one target.
+#[derive(Clone, Copy)]
+pub enum TokenCounter {
+    /// An OpenAI tokenizer (built once per process, on first use).
+    Tiktoken(Encoding),
+    /// UTF-8 bytes / 3.5, plus 4 tokens per message. Anthropic's and Gemini's tokenizers are
+    /// not available offline; their BPEs, like OpenAI's, average about 4 characters per token
+    /// on English prose and fewer on code, so dividing by 3.5 errs on the high side, and trimming
+    /// a little too much beats a context-length error. Bytes rather than characters, because
+    /// scripts outside ASCII take both more tokens and more UTF-8 bytes per character (a CJK
+    /// character is 3 bytes and about one token).
+    Estimate,
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An OpenAI BPE encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// gpt-4o, gpt-4.1, gpt-4.5, gpt-5, o1/o3/o4.
+    O200kBase,
+    /// gpt-4, gpt-3.5 and unknown OpenAI-compatible models.
+    Cl100kBase,
+}
+
+/// Framing tokens per message (OpenAI's cookbook: 3 for current chat models).
+const TIKTOKEN_PER_MESSAGE: u32 = 3;
+/// Tokens that prime the reply.
+const REPLY_PRIMING: u32 = 3;
+/// Framing per message in the estimate.
+const ESTIMATE_PER_MESSAGE: u32 = 4;
+/// An image: OpenAI bills a 1024x1024 high-detail image 765 tokens; Anthropic up to ~1600 for a
+/// large one, Gemini 258. The estimate takes the largest.
+const IMAGE_TIKTOKEN: u32 = 765;
+const IMAGE_ESTIMATE: u32 = 1600;
+
+impl TokenCounter {
+    /// The counter for a target of `dialect` serving `model` (an Azure deployment name works
+    /// when it contains the model's name).
+    pub fn for_target(dialect: Dialect, model: &str) -> Self {
+        match dialect {
+            Dialect::OpenAi => TokenCounter::Tiktoken(Encoding::for_model(model)),
+            Dialect::Anthropic | Dialect::Gemini => TokenCounter::Estimate,
+        }
+    }
+
+    /// The counter's name for logs: `o200k_base`, `cl100k_base` or `estimate`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TokenCounter::Tiktoken(Encoding::O200kBase) => "o200k_base",
+            TokenCounter::Tiktoken(Encoding::Cl100kBase) => "cl100k_base",
+            TokenCounter::Estimate => "estimate",
+        }
+    }
+
+    /// Tokens of a text.
+    pub fn count_text(&self, text: &str) -> u32 {
+        if text.is_empty() {
+            return 0;
+        }
+        let count = match self {
+            TokenCounter::Tiktoken(encoding) => encoding.bpe().encode_ordinary(text).len(),
+            TokenCounter::Estimate => (text.len() * 2).div_ceil(7),
+        };
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    fn per_message(&self) -> u32 {
+        match self {
+            TokenCounter::Tiktoken(_) => TIKTOKEN_PER_MESSAGE,
+            TokenCounter::Estimate => ESTIMATE_PER_MESSAGE,
+        }
+    }
+
+    fn image(&self) -> u32 {
+        match self {
+            TokenCounter::Tiktoken(_) => IMAGE_TIKTOKEN,
+            TokenCounter::Estimate => IMAGE_ESTIMATE,
+        }
+    }
+
+    /// Tokens of one message, framing included.
+    pub fn count_message(&self, message: &Message) -> u32 {
+        let parts = |content: &[Part]| {
+            content.iter().fold(0u32, |sum, part| {
+                sum.saturating_add(match part {
+                    Part::Text(text) => self.count_text(text),
+                    Part::Image(_) => self.image(),
+                    Part::Other { raw, .. } => self.count_text(raw.get()),
+                })
+            })
+        };
+        let body = match message {
+            Message::User { content } => parts(content),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => tool_calls.iter().fold(parts(content), |sum, call| {
+                sum.saturating_add(self.count_text(&call.name))
+                    .saturating_add(self.count_text(&call.arguments))
+                    .saturating_add(self.per_message())
+            }),
+            Message::Tool(result) => self.count_text(&result.content),
+        };
+        body.saturating_add(self.per_message())
+    }
+
+    /// Tokens of what every attempt sends whatever the trimming: system prompts, tool
+    /// definitions and the reply priming.
+    fn fixed(&self, req: &ChatRequest) -> u32 {
+        let system = req.system.iter().fold(0u32, |sum, text| {
+            sum.saturating_add(self.count_text(text))
+                .saturating_add(self.per_message())
+        });
+        let tools = req.tools.iter().fold(0u32, |sum, tool| {
+            sum.saturating_add(self.count_text(&tool.name))
+                .saturating_add(
+                    tool.description
+                        .as_deref()
+                        .map_or(0, |d| self.count_text(d)),
+                )
+                .saturating_add(
+                    tool.parameters
+                        .as_ref()
+                        .map_or(0, |p| self.count_text(p.get())),
+                )
+        });
+        system.saturating_add(tools).saturating_add(REPLY_PRIMING)
+    }
+}
+
+impl Encoding {
+    /// The encoding of an OpenAI model name (a provider prefix such as `openai/` is ignored).
+    pub fn for_model(model: &str) -> Self {
+        let name = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
+        let o_series = ["o1", "o3", "o4"].iter().any(|p| name.starts_with(p));
+        let o200k = ["gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o"]
+            .iter()
+            .any(|p| name.contains(p));
+        if o_series || o200k {
+            Encoding::O200kBase
+        } else {
+            Encoding::Cl100kBase
+        }
+    }
+
+    fn bpe(self) -> &'static CoreBPE {
+        match self {
+            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        }
+    }
+}
+
+/// The tokens `req` needs before any output.
+pub fn estimate_tokens(req: &ChatRequest, counter: &TokenCounter) -> u32 {
+    req.messages.iter().fold(counter.fixed(req), |sum, m| {
+        sum.saturating_add(counter.count_message(m))
+    })
+}
+
+/// The request cannot fit the window, however many turns are dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the conversation needs at least {needed} tokens; the target has room for {available}")]
+pub struct TooLong {
+    /// The smallest the request could be made (system prompts, tools and the newest turn).
+    pub needed: u32,
+    /// The window minus the output reserve.
+    pub available: u32,
+}
+
+/// Fits `req` into `window` tokens with `reserve_output` left for the answer, by dropping the
+/// oldest messages. Returns the request and how many messages (turns) were dropped: 0 and an
+/// unchanged request when it fits.
+///
+/// It drops whole exchanges first (everything before a user message); if the newest exchange
+/// alone is still too long (an agent's long run of tool calls after one user message), it
+/// keeps that user message and drops the oldest tool-call steps after it, each step being an
+/// assistant message with the results of its calls. So system prompts always stay, a tool call
+/// is never separated from its result, and the conversation still starts with a user message.
+pub fn trim_to_fit(
+    req: &ChatRequest,
+    window: u32,
+    reserve_output: u32,
+    counter: &TokenCounter,
+) -> Result<(ChatRequest, usize), TooLong> {
+    let available = window.saturating_sub(reserve_output);
+    let fixed = counter.fixed(req);
+    let costs: Vec<u32> = req
+        .messages
+        .iter()
+        .map(|m| counter.count_message(m))
+        .collect();
+    // suffix[i]: tokens of messages[i..].
+    let mut suffix = vec![0u32; costs.len() + 1];
+    for i in (0..costs.len()).rev() {
+        suffix[i] = suffix[i + 1].saturating_add(costs[i]);
+    }
+    if fixed.saturating_add(suffix[0]) <= available {
+        return Ok((req.clone(), 0));
+    }
+    let users: Vec<usize> = (0..costs.len())
+        .filter(|&i| req.messages[i].role() == super::Role::User)
+        .collect();
+    for &start in users.iter().filter(|&&i| i > 0) {
+        if fixed.saturating_add(suffix[start]) <= available {
+            return Ok((keep(req, None, start), start));
+        }
+    }
+    let Some(&last_user) = users.last() else {
+        return Err(TooLong {
+            needed: fixed.saturating_add(costs.last().copied().unwrap_or(0)),
+            available,
+        });
+    };
+    let head = fixed.saturating_add(costs[last_user]);
+    let mut needed = fixed.saturating_add(suffix[last_user]);
+    for step in (last_user + 2)..costs.len() {
+        if !starts_step(&req.messages, step) {
+            continue;
+        }
+        let need = head.saturating_add(suffix[step]);
+        needed = needed.min(need);
+        if need <= available {
+            return Ok((keep(req, Some(last_user), step), step - 1));
+        }
+    }
+    Err(TooLong { needed, available })
+}
+
+/// Whether `messages[i]` is an assistant message that begins a step: the one before it is not
+/// an assistant message still waiting for its tool results.
+fn starts_step(messages: &[Message], i: usize) -> bool {
+    matches!(messages[i], Message::Assistant { .. })
+        && !matches!(&messages[i - 1], Message::Assistant { tool_calls, .. } if !tool_calls.is_empty())
+}
+
+/// `req` with only `messages[user]` (when given) and `messages[from..]`.
+fn keep(req: &ChatRequest, user: Option<usize>, from: usize) -> ChatRequest {
+    let mut messages = Vec::with_capacity(req.messages.len() - from + 1);
+    messages.extend(user.map(|u| req.messages[u].clone()));
+    messages.extend_from_slice(&req.messages[from..]);
+    ChatRequest {
+        model: req.model.clone(),
+        system: req.system.clone(),
+        messages,
+        tools: req.tools.clone(),
+        tool_choice: req.tool_choice.clone(),
+        response_format: req.response_format.clone(),
+        stop: req.stop.clone(),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        max_tokens: req.max_tokens,
+        stream: req.stream,
+        extra: req.extra.clone(),
+    }
+}
+
+#[cfg(test)]
+#[path = "context_tests.rs"]
+mod tests;

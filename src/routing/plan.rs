@@ -1,0 +1,177 @@
+//! The failover loop's bookkeeping: where it stands between attempts ([`Cursor`]), which target
+//! is next ([`pick_target`]), and the client-visible error when nothing worked ([`failure`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::StatusCode;
+use tokio::time::Instant;
+
+use super::dispatch::{AttemptRecord, Failure};
+use super::failover::AttemptError;
+use super::{Route, Target};
+
+/// Base of the jittered pause before a quick same-target retry.
+const QUICK_RETRY_BASE: Duration = Duration::from_millis(50);
+
+/// Where the loop stands between attempts.
+#[derive(Debug)]
+pub struct Cursor<'r> {
+    /// The target the next sequential attempt starts from.
+    pub idx: usize,
+    pub quick_retries_left: u32,
+    pub not_sent_retry_left: bool,
+    pub retry_after_wait_left: bool,
+    /// After a context-length error: only targets with a larger (or unknown) window.
+    pub window_floor: Option<u32>,
+    pub too_long_model: Option<&'r str>,
+}
+
+impl Cursor<'_> {
+    /// At the first target, with the route's retry allowances.
+    pub fn new(same_target_retries: u32) -> Self {
+        Cursor {
+            idx: 0,
+            quick_retries_left: same_target_retries,
+            not_sent_retry_left: true,
+            retry_after_wait_left: true,
+            window_floor: None,
+            too_long_model: None,
+        }
+    }
+
+    /// Move to target `idx`, resetting the per-target allowances when it is a new one.
+    pub fn move_to(&mut self, idx: usize, same_target_retries: u32) {
+        if idx != self.idx {
+            self.idx = idx;
+            self.quick_retries_left = same_target_retries;
+            self.not_sent_retry_left = true;
+            self.retry_after_wait_left = true;
+        }
+    }
+}
+
+/// The next target to try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// Target `idx`, now.
+    Now(usize),
+    /// Only parked targets remain: target `idx` frees up after the wait.
+    After(usize, Duration),
+}
+
+/// The first usable target at or after `from` that is not in `busy`: its breaker admits the
+/// request and no `Retry-After` parks it. When only parked targets remain, the one that frees
+/// up first (if that fits the deadline); when every remaining target's breaker is open, the one
+/// closest to recovery rather than failing without an attempt. Targets passed over for an open
+/// breaker are added to `skipped`.
+pub fn pick_target(
+    route: &Route,
+    cur: &Cursor<'_>,
+    from: usize,
+    busy: &[usize],
+    deadline: Instant,
+    skipped: &mut Vec<Arc<Target>>,
+) -> Option<Pick> {
+    let now = Instant::now();
+    let mut soonest_parked: Option<(usize, Duration)> = None;
+    let mut closest_open: Option<(usize, Duration)> = None;
+    for (i, t) in route.targets.iter().enumerate().skip(from) {
+        if busy.contains(&i) || cur.too_long_model == Some(t.config.model.as_str()) {
+            continue;
+        }
+        if let (Some(floor), Some(window)) = (cur.window_floor, t.config.context_window) {
+            if window <= floor {
+                continue;
+            }
+        }
+        if let Some(wait) = t.parked_for(now) {
+            if soonest_parked.is_none_or(|(_, w)| wait < w) {
+                soonest_parked = Some((i, wait));
+            }
+            continue;
+        }
+        if !t.health.admit(now) {
+            if !skipped.iter().any(|s| Arc::ptr_eq(s, t)) {
+                skipped.push(t.clone());
+            }
+            let eta = t.health.recovery_eta(now);
+            if closest_open.is_none_or(|(_, e)| eta < e) {
+                closest_open = Some((i, eta));
+            }
+            continue;
+        }
+        return Some(Pick::Now(i));
+    }
+    if let Some((i, wait)) = soonest_parked {
+        if now + wait < deadline {
+            return Some(Pick::After(i, wait));
+        }
+    }
+    closest_open.map(|(i, _)| Pick::Now(i))
+}
+
+/// 50 ms, 100 ms, 200 ms ... each between half and all of it.
+pub fn jittered(retry: u32) -> Duration {
+    let full = QUICK_RETRY_BASE * 2u32.saturating_pow(retry.min(6));
+    full / 2 + full.mul_f64(fastrand::f64() / 2.0)
+}
+
+/// The client-visible error when no attempt succeeded: it names every step of the path.
+pub fn failure(
+    route: &Route,
+    path: &[AttemptRecord],
+    errors: &[AttemptError],
+    out_of_time: bool,
+    budget_spent: bool,
+) -> Failure {
+    if path.is_empty() {
+        return Failure {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: "no_target_available",
+            message: format!(
+                "no target of route {} can take the request now (all are parked by Retry-After)",
+                route.config.name
+            ),
+        };
+    }
+    let steps: Vec<String> = path
+        .iter()
+        .filter(|a| a.outcome != "ok")
+        .zip(errors)
+        .map(|(a, e)| {
+            format!(
+                "{}: {} after {} ms",
+                a.target.id(),
+                e.describe(),
+                a.duration.as_millis()
+            )
+        })
+        .collect();
+    let all_timeouts = errors.iter().all(AttemptError::is_timeout);
+    let all_overloaded = errors
+        .iter()
+        .all(|e| matches!(e.status().map(|s| s.as_u16()), Some(429 | 503 | 529)));
+    let (status, code) = if out_of_time || all_timeouts {
+        (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+    } else if all_overloaded || budget_spent {
+        (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
+    } else {
+        (StatusCode::BAD_GATEWAY, "upstream_failed")
+    };
+    let budget_note = if budget_spent {
+        " (no retry: the route's retry budget is spent)"
+    } else {
+        ""
+    };
+    Failure {
+        status,
+        code,
+        message: format!(
+            "route {}: all {} attempt(s) failed{budget_note}: {}",
+            route.config.name,
+            errors.len(),
+            steps.join("; ")
+        ),
+    }
+}

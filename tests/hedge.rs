@@ -1,0 +1,224 @@
+//! Delayed parallel retries on tokio's paused clock: the hedge fires exactly at its delay, the
+//! first good answer wins whole, and the loser's upstream call is cancelled.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan};
+use tokio::time::Instant;
+
+fn slow(ms: u64) -> FaultPlan {
+    FaultPlan {
+        latency_ms: ms,
+        ..Default::default()
+    }
+}
+
+const FIXED: &str = "[routes.hedge]\ndelay = \"500ms\"\nbudget = 1.0";
+
+async fn metrics(gw: &Gateway) -> String {
+    client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_first_attempt_is_hedged_at_the_delay_and_the_loser_cancelled() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    m[0].set_plan(slow(3000));
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
+    assert!(
+        elapsed >= Duration::from_millis(500) && elapsed < Duration::from_millis(520),
+        "{elapsed:?}"
+    );
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        completion_text(&body),
+        canonical_text(12, 0),
+        "the winner's answer, whole"
+    );
+    settle().await;
+    let primary = m[0].stats();
+    assert_eq!(
+        (primary.requests, primary.cancelled, primary.completed),
+        (1, 1, 0)
+    );
+    let text = metrics(&gw).await;
+    assert!(text.contains("switchyard_hedges_total{route=\"chat\",outcome=\"fired\"} 1"));
+    assert!(text.contains("switchyard_hedges_total{route=\"chat\",outcome=\"won\"} 1"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_before_the_delay() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    m[0].set_plan(slow(490));
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "");
+    assert!(t0.elapsed() >= Duration::from_millis(490));
+    assert_eq!(m[1].stats().requests, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_first_attempt_wins_the_hedge_is_cancelled() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    m[0].set_plan(slow(700));
+    m[1].set_plan(slow(1000));
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "");
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
+    settle().await;
+    assert_eq!(m[1].stats().cancelled, 1);
+    assert!(metrics(&gw)
+        .await
+        .contains("switchyard_hedges_total{route=\"chat\",outcome=\"lost\"} 1"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn streams_hedge_on_the_first_token() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    m[0].set_plan(FaultPlan {
+        first_token_ms: 5000,
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(true)).await;
+    assert!(
+        t0.elapsed() < Duration::from_millis(520),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+    settle().await;
+    assert_eq!(
+        m[0].stats().cancelled,
+        1,
+        "the slow stream's connection is closed"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_early_failure_does_not_end_the_race_and_the_next_target_joins() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&config(&m, &format!("{FIXED}\nmax_parallel = 2"))).await;
+    m[0].set_plan(slow(5000));
+    m[1].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p2/model-2");
+    assert!(
+        t0.elapsed() < Duration::from_millis(600),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "3");
+    settle().await;
+    assert_eq!(m[0].stats().cancelled, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_hedge_to_a_target_whose_breaker_is_open() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    client()
+        .post(gw.url("/admin/targets/p1/model-1/breaker"))
+        .json(&json!({"action": "open"}))
+        .send()
+        .await
+        .unwrap();
+    m[0].set_plan(slow(2000));
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    assert_eq!(m[1].stats().requests, 0);
+    assert!(metrics(&gw)
+        .await
+        .contains("switchyard_hedges_total{route=\"chat\",outcome=\"skipped_no_target\"} 1"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_caps_hedges_under_sustained_slowness() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(
+        &m,
+        "[routes.hedge]\ndelay = \"100ms\"\nbudget = 0.1",
+    ))
+    .await;
+    m[0].set_plan(slow(300));
+    for _ in 0..100 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let fired = m[1].stats().requests;
+    assert!(
+        (9..=11).contains(&fired),
+        "{fired} hedges for 100 requests at a 10% budget"
+    );
+    assert!(metrics(&gw)
+        .await
+        .contains("switchyard_hedges_total{route=\"chat\",outcome=\"skipped_budget\"}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_percentile_delay_follows_live_latency() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "[routes.hedge]\ndelay = \"p95\"\nbudget = 1.0")).await;
+    m[0].set_plan(slow(100));
+    for _ in 0..30 {
+        gw.chat(chat_body(false)).await;
+    }
+    assert_eq!(
+        m[1].stats().requests,
+        0,
+        "no hedge while the primary is steady"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await; // the cached delay refreshes each second
+    let status: Value = client()
+        .get(gw.url("/admin/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let delay = status["targets"][0]["hedge_delay_ms"].as_f64().unwrap();
+    assert!((95.0..=110.0).contains(&delay), "{delay}");
+    m[0].set_plan(slow(5000));
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
+    assert!(
+        t0.elapsed() < Duration::from_millis(120),
+        "{:?}",
+        t0.elapsed()
+    );
+}
