@@ -24,7 +24,7 @@ async fn the_openai_python_sdk_rides_through_a_failing_primary() {
         eprintln!("SKIPPED: the OpenAI Python SDK is not installed (pip install openai)");
         return;
     }
-    let m = mocks(3).await;
+    let m = mocks(4).await;
     let mut toml = String::new();
     for (i, mock) in m.iter().enumerate() {
         toml += &format!(
@@ -34,7 +34,8 @@ async fn the_openai_python_sdk_rides_through_a_failing_primary() {
     }
     toml += "[[routes]]\nname = \"chat\"\ntargets = [{ provider = \"p0\", model = \"m0\" }, { provider = \"p1\", model = \"m1\" }]\n\n";
     toml += "[[routes]]\nname = \"flaky\"\ntargets = [{ provider = \"p2\", model = \"m2\" }]\n";
-    toml += "[routes.failover]\nmid_stream = \"error\"\n";
+    toml += "[routes.failover]\nmid_stream = \"error\"\n\n";
+    toml += "[[routes]]\nname = \"continued\"\ntargets = [{ provider = \"p3\", model = \"m3\" }, { provider = \"p1\", model = \"m1\" }]\n";
     let gw = Gateway::start(&toml).await;
     m[0].set_plan(FaultPlan {
         status: Some(503),
@@ -44,11 +45,15 @@ async fn the_openai_python_sdk_rides_through_a_failing_primary() {
         cut_after_chunks: Some(2),
         ..Default::default()
     });
+    m[3].set_plan(FaultPlan {
+        cut_after_chunks: Some(4),
+        ..Default::default()
+    });
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/openai_client.py");
     let base = gw.url("/v1");
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")
-            .args([script, &base, "chat", "flaky"])
+            .args([script, &base, "chat", "flaky", "continued"])
             .output()
     })
     .await
@@ -66,6 +71,17 @@ async fn the_openai_python_sdk_rides_through_a_failing_primary() {
     let broken = got["broken_stream_error"].as_str().unwrap_or_default();
     assert!(broken.contains("incomplete"), "the SDK raised: {broken:?}");
     assert_eq!(m[0].stats().requests, 2, "the primary failed both calls");
-    assert_eq!(m[1].stats().requests, 2, "the backup answered both");
+    assert_eq!(
+        got["continued_text"],
+        whole.as_str(),
+        "the seam is invisible to the SDK"
+    );
+    assert_eq!(got["continued_ids"], 1);
+    assert_eq!(got["continued_finish"], "stop");
+    assert_eq!(
+        m[1].stats().requests,
+        3,
+        "the backup answered both, and continued the third"
+    );
     gw.stop().await;
 }

@@ -62,7 +62,11 @@ async fn a_slow_first_token_is_a_stall() {
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_goes_quiet_after_the_first_token_ends_with_an_error() {
     let m = mocks(2).await;
-    let gw = Gateway::start(&config(&m, &POLICY.replace("[routes.hedge]", "mid_stream = \"error\"\n[routes.hedge]"))).await;
+    let gw = Gateway::start(&config(
+        &m,
+        &POLICY.replace("[routes.hedge]", "mid_stream = \"error\"\n[routes.hedge]"),
+    ))
+    .await;
     m[0].set_plan(FaultPlan {
         stall_after_chunks: Some(2),
         ..Default::default()

@@ -11,9 +11,11 @@ use futures_util::stream::{BoxStream, Stream};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::audit::AuditAttempt;
 use crate::audit::{Audit, AuditRecord};
 use crate::routing::dispatch::Request;
-use crate::routing::stream::{StreamReport, Usage};
+use crate::routing::relay::StreamReport;
+use crate::routing::stream::Usage;
 
 /// A record with what is known when the request starts.
 pub fn draft(
@@ -88,20 +90,33 @@ impl AuditedStream {
             return;
         };
         rec.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        // The committed attempt is the path's `ok` entry; the report says how it really ended
+        // and which targets continued the answer after it.
+        let served = rec.path.iter().position(|a| a.outcome == "ok");
         match self.report.try_recv() {
             Ok(report) => {
                 set_usage(&mut rec, report.usage);
-                if let Some(last) = rec.path.last_mut() {
-                    last.duration_ms = report.duration.as_secs_f64() * 1000.0;
-                    if let Some(kind) = report.kind {
-                        last.outcome = kind.to_owned();
-                    }
+                let mut attempts = report.attempts.into_iter();
+                if let (Some(i), Some(first)) = (served, attempts.next()) {
+                    rec.path[i].duration_ms = first.duration.as_secs_f64() * 1000.0;
+                    rec.path[i].outcome = first.outcome.to_owned();
+                }
+                for a in attempts {
+                    rec.target = Some(a.target.clone());
+                    rec.path.push(AuditAttempt {
+                        target: a.target,
+                        start_ms: a.start.as_secs_f64() * 1000.0,
+                        duration_ms: a.duration.as_secs_f64() * 1000.0,
+                        outcome: a.outcome.to_owned(),
+                        status: None,
+                        carried_chars: Some(a.carried_chars as u64),
+                    });
                 }
                 rec.error = report.error;
             }
             Err(_) => {
-                if let Some(last) = rec.path.last_mut() {
-                    last.outcome = "cancelled".into();
+                if let Some(i) = served {
+                    rec.path[i].outcome = "cancelled".into();
                 }
                 rec.error = Some("the client disconnected before the stream ended".into());
             }

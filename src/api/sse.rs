@@ -107,6 +107,13 @@ pub fn encode_data(data: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// The payload of an event framed by [`encode_data`].
+pub fn decode_data(framed: &Bytes) -> Bytes {
+    let start = if framed.starts_with(b"data: ") { 6 } else { 0 };
+    let end = framed.len() - if framed.ends_with(b"\n\n") { 2 } else { 0 };
+    framed.slice(start.min(end)..end)
+}
+
 /// The terminator of an OpenAI stream.
 pub const DONE: &[u8] = b"[DONE]";
 
@@ -147,5 +154,6 @@ mod tests {
     #[test]
     fn encodes_data_events() {
         assert_eq!(&encode_data(b"[DONE]")[..], b"data: [DONE]\n\n");
+        assert_eq!(&decode_data(&encode_data(b"{}"))[..], b"{}");
     }
 }

@@ -76,6 +76,9 @@ pub struct AuditAttempt {
     pub outcome: String,
     /// The upstream HTTP status, when there was one.
     pub status: Option<u16>,
+    /// Mid-stream continuation: characters of the answer this attempt was asked to continue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_chars: Option<u64>,
 }
 
 /// One client request, as the audit log keeps it.

@@ -119,6 +119,7 @@ mod tests {
             duration_ms: 1.0,
             outcome: outcome.into(),
             status,
+            carried_chars: None,
         }
     }
 

@@ -10,7 +10,8 @@ use crate::config::AuditStore;
 /// An open audit store.
 pub(crate) enum Store {
     Sqlite(SqliteStore),
-    Postgres(PgStore),
+    /// Boxed: its config is large, and there is one store per writer.
+    Postgres(Box<PgStore>),
 }
 
 impl Store {
@@ -21,7 +22,7 @@ impl Store {
         match store {
             AuditStore::Off => Err(AuditError::Invalid("the audit log is off".into())),
             AuditStore::Sqlite(path) => Ok(Store::Sqlite(SqliteStore::open_writer(path).await?)),
-            AuditStore::Postgres(url) => Ok(Store::Postgres(PgStore::new(url)?)),
+            AuditStore::Postgres(url) => Ok(Store::Postgres(Box::new(PgStore::new(url)?))),
         }
     }
 
@@ -35,7 +36,7 @@ impl Store {
             AuditStore::Postgres(url) => {
                 let mut pg = PgStore::new(url)?;
                 pg.connect().await?;
-                Ok(Store::Postgres(pg))
+                Ok(Store::Postgres(Box::new(pg)))
             }
         }
     }

@@ -125,6 +125,9 @@ pub struct TargetConfig {
     pub model: String,
     /// Tokens, when known.
     pub context_window: Option<u32>,
+    /// Whether the target can continue a partial assistant answer (mid-stream continuation);
+    /// `prefill = false` makes it restart the answer instead. Default true.
+    pub prefill: bool,
 }
 
 /// How a route orders its targets.

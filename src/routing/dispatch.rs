@@ -16,14 +16,17 @@ use http::StatusCode;
 use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream};
+use super::continuation::{Continuation, Mode, Splicer};
 use super::failover::{AttemptError, NextStep};
 use super::health::Verdict;
 use super::hedge::{self, HedgeOutcome};
 use super::plan::{failure, jittered, pick_target, Cursor, Pick};
-use super::stream::{relay, RelayContext, StreamReport, Usage};
+use super::relay::{relay, RelayContext, StreamReport};
+use super::stream::Usage;
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
 use crate::audit::AuditAttempt;
+use crate::config::MidStream;
 use crate::metrics::names;
 
 /// A client request on its way through a route.
@@ -81,7 +84,9 @@ pub struct Outcome {
 impl Outcome {
     /// The target that produced the answer, if one did.
     pub fn served_by(&self) -> Option<&Arc<Target>> {
-        self.served.and_then(|i| self.path.get(i)).map(|a| &a.target)
+        self.served
+            .and_then(|i| self.path.get(i))
+            .map(|a| &a.target)
     }
 
     /// The path as the audit log keeps it: targets passed over, then the attempts.
@@ -92,6 +97,7 @@ impl Outcome {
             duration_ms: 0.0,
             outcome: "skipped_breaker".into(),
             status: None,
+            carried_chars: None,
         });
         let attempts = self.path.iter().map(|a| AuditAttempt {
             target: a.target.id().to_owned(),
@@ -99,6 +105,7 @@ impl Outcome {
             duration_ms: a.duration.as_secs_f64() * 1000.0,
             outcome: a.outcome.to_owned(),
             status: a.status,
+            carried_chars: None,
         });
         skipped.chain(attempts).collect()
     }
@@ -124,8 +131,9 @@ struct Done {
 
 /// Start one attempt on target `idx`, bounded by `deadline`.
 fn launch<'a>(
-    route: &'a Route,
+    route: &'a Arc<Route>,
     req: &'a Request,
+    started: Instant,
     seq: usize,
     idx: usize,
     hedge: bool,
@@ -150,12 +158,22 @@ fn launch<'a>(
                 let ttft = start.elapsed();
                 target.health.first_token(Instant::now(), ttft);
                 let (tx, report) = tokio::sync::oneshot::channel();
+                let continuation =
+                    (policy.mid_stream == MidStream::Continue).then(|| Continuation {
+                        route: route.clone(),
+                        chat: req.chat.clone(),
+                        tried: vec![idx],
+                        splicer: Splicer {
+                            mode: Mode::Original,
+                        },
+                    });
                 let ctx = RelayContext {
                     request_id: req.id.clone(),
-                    route: route.config.name.clone(),
-                    target: target.clone(),
+                    route: route.clone(),
+                    target_idx: idx,
                     attempt_start: start,
-                    idle_timeout: policy.idle_timeout,
+                    request_start: started,
+                    continuation,
                     report: Some(tx),
                 };
                 Answer::Stream {
@@ -194,7 +212,7 @@ async fn until(at: Option<Instant>) {
 }
 
 /// Serve a request on a route with soft failover and hedging.
-pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
+pub async fn dispatch(route: &Arc<Route>, req: &Request) -> Outcome {
     let policy = &route.config.failover;
     let hedging = &route.config.hedge;
     let started = Instant::now();
@@ -376,7 +394,7 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                     continue;
                 }
                 let now = Instant::now();
-                in_flight.push(launch(route, req, launched, i, false, deadline));
+                in_flight.push(launch(route, req, started, launched, i, false, deadline));
                 running.push((i, now, launched));
                 launched += 1;
                 if running.len() < max_parallel && launched < max_attempts {
@@ -412,7 +430,7 @@ pub async fn dispatch(route: &Route, req: &Request) -> Outcome {
                 route.hedges.count(HedgeOutcome::Fired);
                 hedged = true;
                 cur.move_to(i, policy.same_target_retries);
-                in_flight.push(launch(route, req, launched, i, true, deadline));
+                in_flight.push(launch(route, req, started, launched, i, true, deadline));
                 running.push((i, now, launched));
                 launched += 1;
                 if running.len() < max_parallel && launched < max_attempts {

@@ -10,6 +10,7 @@
 pub mod attempt;
 pub mod breaker;
 pub mod budget;
+pub mod continuation;
 pub mod dispatch;
 pub mod events;
 pub mod failover;
@@ -17,6 +18,7 @@ pub mod health;
 pub mod hedge;
 pub mod plan;
 pub mod probe;
+pub mod relay;
 pub mod stream;
 
 use std::collections::HashMap;

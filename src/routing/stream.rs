@@ -1,28 +1,17 @@
-//! Streams after the commit point. Before the first content nothing reaches the client, so the
-//! failover loop can still move on; after it, [`relay`] forwards the upstream's events and makes
-//! sure the stream ends honestly: a cut, a stall or an in-band error ends it with a
-//! `finish_reason: "error"` chunk and an OpenAI error event, never a truncated answer that looks
-//! complete. A stream whose upstream forgets `[DONE]` is finished promptly once it is complete.
+//! Reading OpenAI stream chunks just enough to know where a stream stands: its commit point
+//! (first content), its finish, its usage, in-band errors, the text the client has seen (for
+//! mid-stream continuation) and whether a tool call is under way. `relay` uses it after the
+//! commit point, `attempt` before it.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::{BoxStream, Stream, StreamExt};
+use futures_util::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::time::Instant;
 
-use super::health::Verdict;
-use super::Target;
 use crate::api::sse::{encode_data, SseDecoder, SseEvent, DONE};
-
-/// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
-/// `[DONE]` before we close it ourselves.
-const FINISH_GRACE: Duration = Duration::from_secs(1);
 
 /// Token counts as OpenAI reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -44,6 +33,32 @@ pub enum ChunkAction {
     Done,
     /// The upstream reported an error inside the stream.
     Error(String),
+}
+
+/// The text content of one chunk's first choice (empty when it has none).
+pub fn content_text(data: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Chunk<'a> {
+        #[serde(default, borrow)]
+        choices: Vec<Choice<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Choice<'a> {
+        #[serde(default, borrow)]
+        delta: Option<Delta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Delta<'a> {
+        #[serde(default, borrow)]
+        content: Option<Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Chunk<'_>>(data)
+        .ok()
+        .and_then(|c| c.choices.into_iter().next())
+        .and_then(|c| c.delta)
+        .and_then(|d| d.content)
+        .map(Cow::into_owned)
+        .unwrap_or_default()
 }
 
 /// Identity of the stream, copied into chunks we write ourselves.
@@ -73,6 +88,11 @@ pub struct ChunkTracker {
     pub content_chunks: u32,
     /// Token counts from the usage chunk.
     pub usage: Option<Usage>,
+    /// A tool call has started streaming (a continuation could not honestly resume it).
+    pub tool_calls_seen: bool,
+    /// The text content of the last event, when `capture_text` is set.
+    pub last_text: Option<String>,
+    capture_text: bool,
     meta: Option<ChunkMeta>,
 }
 
@@ -133,8 +153,21 @@ impl ChunkTracker {
             malformed: 0,
             content_chunks: 0,
             usage: None,
+            tool_calls_seen: false,
+            last_text: None,
+            capture_text: false,
             meta: None,
         }
+    }
+
+    /// Keep each event's text in `last_text` (for mid-stream continuation).
+    pub fn capture_text(&mut self) {
+        self.capture_text = true;
+    }
+
+    /// The stream's `id`, once seen.
+    pub fn stream_id(&self) -> Option<&str> {
+        self.meta.as_ref()?.id.as_deref()
     }
 
     /// Classify one event and update the stream's state.
@@ -150,8 +183,22 @@ impl ChunkTracker {
             return ChunkAction::Error(error_message(err));
         }
         let choices = view.choices.unwrap_or_default();
+        self.last_text = None;
         for choice in &choices {
             if let Some(d) = &choice.delta {
+                if d.tool_calls.is_some() || d.function_call.is_some() {
+                    self.tool_calls_seen = true;
+                }
+                if self.capture_text {
+                    if let Some(text) = d
+                        .content
+                        .and_then(|c| serde_json::from_str::<Cow<'_, str>>(c.get()).ok())
+                    {
+                        self.last_text
+                            .get_or_insert_with(String::new)
+                            .push_str(&text);
+                    }
+                }
                 if has_text(d.content)
                     || d.tool_calls.is_some()
                     || d.function_call.is_some()
@@ -180,7 +227,7 @@ impl ChunkTracker {
     }
 
     /// The chunk and error event that end a broken stream.
-    fn error_tail(&self, message: &str) -> [Bytes; 2] {
+    pub fn error_tail(&self, message: &str) -> [Bytes; 2] {
         let meta = self.meta.clone().unwrap_or_default();
         let finish = serde_json::json!({
             "id": meta.id,
@@ -211,7 +258,8 @@ pub enum StreamCut {
 }
 
 impl StreamCut {
-    fn describe(&self) -> String {
+    /// A human description for the error event.
+    pub fn describe(&self) -> String {
         match self {
             StreamCut::Cut => "upstream connection closed before the answer was complete".into(),
             StreamCut::Stall(d) => format!("upstream sent nothing for {} ms", d.as_millis()),
@@ -236,162 +284,6 @@ pub struct Committed {
     pub tracker: ChunkTracker,
     /// Events already read (up to and including the first content), to send first.
     pub head: Vec<Bytes>,
-}
-
-/// Who is relaying: for the log lines a broken stream writes and the target's health, which
-/// learns how the attempt ended when the stream does.
-#[derive(Debug)]
-pub struct RelayContext {
-    pub request_id: String,
-    pub route: String,
-    pub target: Arc<Target>,
-    pub attempt_start: Instant,
-    pub idle_timeout: Duration,
-    /// Told how the stream ended; dropped unsent when the client went away first.
-    pub report: Option<tokio::sync::oneshot::Sender<StreamReport>>,
-}
-
-/// How a relayed stream ended.
-#[derive(Debug, Clone)]
-pub struct StreamReport {
-    /// The stream ended complete.
-    pub complete: bool,
-    /// Why it did not.
-    pub error: Option<String>,
-    /// `cut`, `stall` or `in_band_error` when it did not.
-    pub kind: Option<&'static str>,
-    pub usage: Option<Usage>,
-    /// The attempt's whole duration.
-    pub duration: Duration,
-}
-
-struct Relay {
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
-    decoder: SseDecoder,
-    tracker: ChunkTracker,
-    out: VecDeque<Bytes>,
-    ended: bool,
-    ctx: RelayContext,
-    started: Instant,
-}
-
-impl Relay {
-    fn handle(&mut self, ev: &SseEvent) {
-        match self.tracker.on_event(ev) {
-            ChunkAction::Forward(bytes) => {
-                self.out.push_back(bytes);
-                if self.tracker.finished && self.tracker.usage_seen {
-                    // Everything has arrived: don't wait for an upstream that forgets `[DONE]`.
-                    self.finish();
-                }
-            }
-            ChunkAction::Skip => {
-                if self.tracker.usage_seen && self.tracker.finished {
-                    self.finish();
-                } else if !self.tracker.usage_seen {
-                    tracing::warn!(
-                        request_id = %self.ctx.request_id, route = %self.ctx.route,
-                        target = %self.ctx.target.id(), "skipped a stream chunk that is not valid JSON"
-                    );
-                }
-            }
-            ChunkAction::Done => self.finish(),
-            ChunkAction::Error(message) => self.cut(StreamCut::InBand(message)),
-        }
-    }
-
-    fn finish(&mut self) {
-        self.out.push_back(encode_data(DONE));
-        self.ended = true;
-        let elapsed = self.ctx.attempt_start.elapsed();
-        self.ctx
-            .target
-            .health
-            .attempt(Instant::now(), Verdict::Ok, elapsed);
-        self.report(None, None, elapsed);
-    }
-
-    fn report(&mut self, kind: Option<&'static str>, error: Option<String>, duration: Duration) {
-        if let Some(tx) = self.ctx.report.take() {
-            let _ = tx.send(StreamReport {
-                complete: error.is_none(),
-                error,
-                kind,
-                usage: self.tracker.usage,
-                duration,
-            });
-        }
-    }
-
-    /// The seam for mid-stream continuation: today a broken stream ends with an error.
-    fn cut(&mut self, why: StreamCut) {
-        let elapsed = self.ctx.attempt_start.elapsed();
-        self.ctx
-            .target
-            .health
-            .attempt(Instant::now(), Verdict::Failed, elapsed);
-        let message = format!(
-            "the answer from {} is incomplete: {}",
-            self.ctx.target.id(),
-            why.describe()
-        );
-        tracing::warn!(
-            request_id = %self.ctx.request_id, route = %self.ctx.route, target = %self.ctx.target.id(),
-            kind = why.kind(), chunks = self.tracker.content_chunks,
-            elapsed_ms = self.started.elapsed().as_millis() as u64, "stream broke after commit"
-        );
-        self.out.extend(self.tracker.error_tail(&message));
-        self.ended = true;
-        self.report(Some(why.kind()), Some(message), elapsed);
-    }
-
-    async fn next_bytes(&mut self) -> Option<Bytes> {
-        loop {
-            if let Some(bytes) = self.out.pop_front() {
-                return Some(bytes);
-            }
-            if self.ended {
-                return None;
-            }
-            if let Some(ev) = self.decoder.next_event() {
-                self.handle(&ev);
-                continue;
-            }
-            let wait = if self.tracker.finished {
-                FINISH_GRACE.min(self.ctx.idle_timeout)
-            } else {
-                self.ctx.idle_timeout
-            };
-            match tokio::time::timeout(wait, self.upstream.next()).await {
-                Ok(Some(Ok(bytes))) => self.decoder.push(&bytes),
-                Ok(Some(Err(_))) | Ok(None) if self.tracker.finished => self.finish(),
-                Ok(Some(Err(_))) | Ok(None) => self.cut(StreamCut::Cut),
-                Err(_) if self.tracker.finished => self.finish(),
-                Err(_) => self.cut(StreamCut::Stall(wait)),
-            }
-        }
-    }
-}
-
-/// Relay a committed stream to the client: first the events read before the commit point, then
-/// the rest of the upstream, ending honestly.
-pub fn relay(
-    committed: Committed,
-    ctx: RelayContext,
-) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    let relay = Relay {
-        upstream: committed.upstream,
-        decoder: committed.decoder,
-        out: committed.head.into(),
-        ended: false,
-        tracker: committed.tracker,
-        ctx,
-        started: Instant::now(),
-    };
-    futures_util::stream::unfold(relay, |mut r| async move {
-        let bytes = r.next_bytes().await?;
-        Some((Ok(bytes), r))
-    })
 }
 
 #[cfg(test)]

@@ -24,12 +24,14 @@ use super::types::ToolResult;
 use super::types::{ChatRequest, Image, Message, Part, RawJson, Tool, ToolCall, ToolChoice};
 use super::Dialect;
 
+mod encode;
 mod response;
 mod stream;
 mod write;
 
+pub use encode::Encoder;
 pub use response::{parse_error, parse_response, write_error, write_response};
-pub use stream::{Decoder, Encoder};
+pub use stream::Decoder;
 pub use write::write_request;
 
 /// The `max_tokens` written when the client set none: Anthropic requires one.

@@ -28,11 +28,13 @@ use super::types::{ChatRequest, Image, Message, Part, RawJson, ResponseFormat, T
 use super::types::{ToolChoice, ToolResult};
 use super::Dialect;
 
+mod error;
 mod response;
 mod stream;
 mod write;
 
-pub use response::{parse_error, parse_response, write_error, write_response};
+pub use error::{parse_error, write_error};
+pub use response::{parse_response, write_response};
 pub use stream::{Decoder, Encoder};
 pub use write::write_request;
 

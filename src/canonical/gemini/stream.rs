@@ -7,10 +7,9 @@
 
 use std::borrow::Cow;
 
-use super::response::{
-    call_part, finish_from, finish_word, from_wire, out_error, CallIds, OutCandidate, OutResponse,
-    OutUsage, WireResponse,
-};
+use super::error::{from_wire, out_error};
+use super::response::{call_part, finish_from, finish_word, CallIds, OutCandidate, OutResponse};
+use super::response::{OutUsage, WireResponse};
 use super::write::{OutContent, OutPart};
 use crate::canonical::error::TranslateError;
 use crate::canonical::openai::write_data;

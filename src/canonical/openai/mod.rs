@@ -11,23 +11,25 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::TranslateError;
-use super::raw::{self, ExtraFields, Fields, Shape};
+use super::raw::{self, Fields, Shape};
 use super::types::{
     ChatRequest, Message, Part, RawJson, ResponseFormat, Tool, ToolCall, ToolChoice, ToolResult,
 };
 use super::Dialect;
 
+mod encode;
 mod response;
 mod stream;
 mod write;
 
+pub(crate) use encode::write_data;
+pub use encode::Encoder;
 pub use response::{parse_error, parse_response, write_error, write_response};
-pub(crate) use stream::write_data;
-pub use stream::{Decoder, Encoder};
+pub use stream::Decoder;
 pub use write::write_request;
 
 /// Parses a Chat Completions request body.

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use crate::canonical::error::TranslateError;
 use crate::canonical::raw::{self, ExtraFields};
-use crate::canonical::types::{ChatRequest, Message, Part, RawJson, ResponseFormat, ToolCall};
 use crate::canonical::types::ToolChoice;
+use crate::canonical::types::{ChatRequest, Message, Part, RawJson, ResponseFormat, ToolCall};
 use crate::canonical::Dialect;
 
 /// Reasoning models take `max_completion_tokens` and reject `max_tokens`.
@@ -290,4 +290,3 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
     };
     Ok(serde_json::to_vec(&out)?)
 }
-

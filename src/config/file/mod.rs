@@ -71,6 +71,7 @@ pub(super) struct RawTarget {
     pub model: Option<String>,
     pub deployment: Option<String>,
     pub context_window: Option<u32>,
+    pub prefill: Option<bool>,
 }
 
 /// `[defaults]`: policy sections shared by all routes; a route's own keys win, key by key.

@@ -11,7 +11,7 @@ use crate::config::{ProviderKind, RouteConfig, Strategy, TargetConfig};
 
 /// Targets already built, by id and context window: the same model at the same provider is one
 /// shared `Arc` across routes (breakers and SLIs are per target id).
-type TargetCache = HashMap<(String, Option<u32>), Arc<TargetConfig>>;
+type TargetCache = HashMap<(String, Option<u32>, bool), Arc<TargetConfig>>;
 
 /// Validate every route. `[defaults]` is also checked on its own, so its errors are reported
 /// (once, at `defaults.*` paths) even where every route overrides them.
@@ -221,14 +221,18 @@ fn target(
     };
     let window = window?;
     let id = format!("{name}/{upstream}");
-    let target = cache.entry((id.clone(), window)).or_insert_with(|| {
-        Arc::new(TargetConfig {
-            id,
-            provider: Arc::clone(provider),
-            model: upstream,
-            context_window: window,
-        })
-    });
+    let prefill = t.prefill.unwrap_or(true);
+    let target = cache
+        .entry((id.clone(), window, prefill))
+        .or_insert_with(|| {
+            Arc::new(TargetConfig {
+                id,
+                provider: Arc::clone(provider),
+                model: upstream,
+                context_window: window,
+                prefill,
+            })
+        });
     Some(Arc::clone(target))
 }
 

@@ -1,0 +1,306 @@
+//! The Anthropic Messages wire format: `POST /v1/messages`.
+//!
+//! Same order as the OpenAI dialect: record and count; plan and random draw; latency (plus
+//! tail); stall; injected status (Anthropic's error envelope; the plan's `error_code`, when set,
+//! is the error `type`); `anthropic-version` header; `x-api-key` (`expect_api_key`); body checks
+//! (`model`, `max_tokens`, `messages`); context length ("prompt is too long"); prefill (a
+//! trailing assistant message, which may not end in whitespace, as Anthropic requires); answer.
+//! Streams play through the shared fault plan; `inband_error_after` sends `event: error` with an
+//! `overloaded_error`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::plan::{Draw, FaultPlan};
+use super::state::MockState;
+use super::text::{canonical_text, continuation};
+use super::RecordedRequest;
+use render::{Answer, Reply};
+
+mod render;
+
+/// The wire endpoints of this dialect.
+pub(crate) fn routes() -> Router<Arc<MockState>> {
+    Router::new().route("/v1/messages", post(messages))
+}
+
+async fn messages(
+    State(state): State<Arc<MockState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    state.record(RecordedRequest::capture(&method, &uri, &headers, &body));
+    let parsed = serde_json::from_slice::<Value>(&body);
+    let model = parsed
+        .as_ref()
+        .ok()
+        .and_then(|b| b.get("model"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    // From here on, the guard counts the request cancelled if this future is dropped.
+    let mut guard = state.begin(model.as_deref());
+    let plan = state.plan_for(model.as_deref());
+    let draw = plan.draw(guard.seq());
+    let delay = plan.delay(draw);
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    if plan.stall {
+        std::future::pending::<()>().await;
+    }
+    let reply = Reply {
+        id: guard.seq() + 1,
+        model: model.unwrap_or_default(),
+    };
+    let mut response = match decide(&plan, draw, &headers, parsed) {
+        Err(rejection) => {
+            guard.complete();
+            rejection.into_response()
+        }
+        Ok(answer) if answer.stream => {
+            super::stream::response(render::script(&reply, &answer), &plan, guard)
+        }
+        Ok(answer) => {
+            guard.complete();
+            if plan.malformed_body {
+                malformed_body()
+            } else {
+                Json(render::message(&reply, &answer)).into_response()
+            }
+        }
+    };
+    if let Some(name) = state.name_header() {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static("x-mock-name"), name.clone());
+    }
+    response
+}
+
+/// An error answer in Anthropic's envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rejection {
+    status: StatusCode,
+    kind: String,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl Rejection {
+    fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> Self {
+        Rejection {
+            status,
+            kind: kind.to_owned(),
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Rejection::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+    }
+
+    /// The error a plan injects: its status, Anthropic's type for it (or `error_code`) and
+    /// `Retry-After`.
+    fn injected(plan: &FaultPlan) -> Self {
+        let status = plan
+            .status
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let kind = match status.as_u16() {
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 | 529 => "overloaded_error",
+            400..=499 => "invalid_request_error",
+            _ => "api_error",
+        };
+        let reason = status.canonical_reason().unwrap_or("Overloaded");
+        Rejection {
+            kind: plan.error_code.clone().unwrap_or_else(|| kind.to_owned()),
+            retry_after: plan.retry_after,
+            ..Rejection::new(
+                status,
+                kind,
+                format!("{reason} (injected by the mock's fault plan)"),
+            )
+        }
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "type": "error",
+            "error": {"type": self.kind, "message": self.message},
+        });
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Everything before the answer: the errors the plan or the request call for, in order.
+fn decide(
+    plan: &FaultPlan,
+    draw: Draw,
+    headers: &HeaderMap,
+    body: Result<Value, serde_json::Error>,
+) -> Result<Answer, Rejection> {
+    if plan.status.is_some() && draw.error {
+        return Err(Rejection::injected(plan));
+    }
+    if !headers.contains_key("anthropic-version") {
+        return Err(Rejection::bad_request(
+            "anthropic-version: header is required",
+        ));
+    }
+    if let Some(key) = &plan.expect_api_key {
+        let given = headers.get("x-api-key").map(HeaderValue::as_bytes);
+        if given != Some(key.as_bytes()) {
+            let message = "invalid x-api-key";
+            return Err(Rejection::new(
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                message,
+            ));
+        }
+    }
+    let body = body.map_err(|e| Rejection::bad_request(format!("invalid JSON body: {e}")))?;
+    for field in ["model", "max_tokens"] {
+        if body.get(field).is_none_or(Value::is_null) {
+            return Err(Rejection::bad_request(format!("{field}: Field required")));
+        }
+    }
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return Err(Rejection::bad_request("messages: Field required"));
+    };
+    let prompt_tokens = estimate_tokens(body.get("system"), messages);
+    if let Some(max) = plan.max_context_tokens {
+        if prompt_tokens > u64::from(max) {
+            let message = format!("prompt is too long: {prompt_tokens} tokens > {max} maximum");
+            return Err(Rejection::bad_request(message));
+        }
+    }
+    let prefill = prefill(messages);
+    if let Some(prefill) = &prefill {
+        if plan.reject_prefill {
+            return Err(Rejection::bad_request("assistant prefill is not supported"));
+        }
+        if prefill.ends_with(char::is_whitespace) {
+            return Err(Rejection::bad_request(
+                "messages: final assistant content cannot end with trailing whitespace",
+            ));
+        }
+    }
+    let text = canonical_text(plan.words, plan.variant);
+    let text = match prefill {
+        Some(prefill) => continuation(&text, &prefill).to_owned(),
+        None => text,
+    };
+    Ok(Answer {
+        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        prompt_tokens,
+        text,
+        tool_call: plan.tool_call,
+    })
+}
+
+/// The text of message content: a string, or the `text` of its blocks.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+/// Prompt tokens: the characters of the system prompt and of every text block, divided by 4
+/// and rounded up, as the OpenAI dialect counts.
+fn estimate_tokens(system: Option<&Value>, messages: &[Value]) -> u64 {
+    let chars: usize = std::iter::once(content_text(system))
+        .chain(messages.iter().map(|m| content_text(m.get("content"))))
+        .map(|text| text.chars().count())
+        .sum();
+    u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX)
+}
+
+/// The prefill: the text of the last message when it is the assistant's.
+fn prefill(messages: &[Value]) -> Option<String> {
+    let last = messages.last()?;
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return None;
+    }
+    Some(content_text(last.get("content")))
+}
+
+/// A 200 that claims to be JSON and is not.
+fn malformed_body() -> Response {
+    let mut response = "{\"id\": \"msg_mock\", \"content\": [ this is not json".into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_system_and_blocks() {
+        let messages = [
+            json!({"role": "user", "content": "abcd"}),
+            json!({"role": "user", "content": [{"type": "text", "text": "ab"}, {"type": "image"}]}),
+        ];
+        assert_eq!(estimate_tokens(Some(&json!("abcd")), &messages), 3);
+        assert_eq!(estimate_tokens(None, &[]), 0);
+    }
+
+    #[test]
+    fn finds_the_prefill() {
+        let user = json!({"role": "user", "content": "hi"});
+        let blocks = json!({"role": "assistant", "content": [{"type": "text", "text": "alpha-1"}]});
+        assert_eq!(prefill(&[user.clone(), blocks]).as_deref(), Some("alpha-1"));
+        assert_eq!(prefill(&[user]), None);
+    }
+
+    #[test]
+    fn injected_errors_use_anthropic_types() {
+        let plan = FaultPlan {
+            status: Some(529),
+            retry_after: Some(3),
+            ..FaultPlan::default()
+        };
+        let rejection = Rejection::injected(&plan);
+        assert_eq!(rejection.kind, "overloaded_error");
+        let response = rejection.into_response();
+        assert_eq!(response.status().as_u16(), 529);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+        let custom = FaultPlan {
+            status: Some(400),
+            error_code: Some("refusal".into()),
+            ..FaultPlan::default()
+        };
+        assert_eq!(Rejection::injected(&custom).kind, "refusal");
+    }
+}

@@ -1,0 +1,209 @@
+//! Anthropic answers: the `message` object and the event stream, as the Messages API sends them.
+
+use axum::body::Bytes;
+use serde_json::{json, Value};
+
+use crate::mock::stream::Script;
+use crate::mock::text::chunks;
+
+/// The name of the one tool the mock calls.
+const TOOL_NAME: &str = "get_weather";
+/// Its input, `{"city":"Paris"}`, in the fragments a stream sends it in.
+const TOOL_INPUT_FRAGMENTS: [&str; 3] = ["{\"city\":", "\"Paris\"", "}"];
+
+/// What identifies one answer.
+#[derive(Debug, Clone)]
+pub(super) struct Reply {
+    /// The request number (1-based): `msg_mock_<id>`, `toolu_mock_<id>`.
+    pub(super) id: u64,
+    /// The requested model.
+    pub(super) model: String,
+}
+
+/// What to answer, decided from the request and the plan.
+#[derive(Debug, Clone)]
+pub(super) struct Answer {
+    pub(super) stream: bool,
+    pub(super) prompt_tokens: u64,
+    /// The canonical text, or what remains of it after a prefill.
+    pub(super) text: String,
+    /// Answer with the tool call instead of the text.
+    pub(super) tool_call: bool,
+}
+
+impl Answer {
+    /// One token per content event.
+    fn output_tokens(&self) -> u64 {
+        let count = if self.tool_call {
+            TOOL_INPUT_FRAGMENTS.len()
+        } else {
+            chunks(&self.text).len()
+        };
+        u64::try_from(count).unwrap_or(u64::MAX)
+    }
+
+    fn stop_reason(&self) -> &'static str {
+        if self.tool_call {
+            "tool_use"
+        } else {
+            "end_turn"
+        }
+    }
+}
+
+fn message_id(reply: &Reply) -> String {
+    format!("msg_mock_{}", reply.id)
+}
+
+fn tool_use_id(reply: &Reply) -> String {
+    format!("toolu_mock_{}", reply.id)
+}
+
+/// The non-streamed answer.
+pub(super) fn message(reply: &Reply, answer: &Answer) -> Value {
+    let content = if answer.tool_call {
+        json!([{
+            "type": "tool_use",
+            "id": tool_use_id(reply),
+            "name": TOOL_NAME,
+            "input": {"city": "Paris"},
+        }])
+    } else {
+        json!([{"type": "text", "text": answer.text}])
+    };
+    json!({
+        "id": message_id(reply),
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model,
+        "content": content,
+        "stop_reason": answer.stop_reason(),
+        "stop_sequence": null,
+        "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": answer.output_tokens()},
+    })
+}
+
+/// `event: <name>\ndata: <json>\n\n`.
+fn event(name: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// The streamed answer: `message_start`, the block's start and a `ping` (head), one
+/// `content_block_delta` per word or input fragment (content), then `content_block_stop`,
+/// `message_delta` and `message_stop` (tail).
+pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
+    let start = event(
+        "message_start",
+        &json!({
+            "type": "message_start",
+            "message": {
+                "id": message_id(reply),
+                "type": "message",
+                "role": "assistant",
+                "model": reply.model,
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": 1},
+            },
+        }),
+    );
+    let (block, content): (Value, Vec<Bytes>) = if answer.tool_call {
+        let block = json!({"type": "tool_use", "id": tool_use_id(reply), "name": TOOL_NAME, "input": {}});
+        let content = TOOL_INPUT_FRAGMENTS
+            .iter()
+            .map(|fragment| delta(json!({"type": "input_json_delta", "partial_json": fragment})))
+            .collect();
+        (block, content)
+    } else {
+        let content = chunks(&answer.text)
+            .into_iter()
+            .map(|piece| delta(json!({"type": "text_delta", "text": piece})))
+            .collect();
+        (json!({"type": "text", "text": ""}), content)
+    };
+    let head = vec![
+        start,
+        event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+        ),
+        event("ping", &json!({"type": "ping"})),
+    ];
+    let tail = vec![
+        event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": 0}),
+        ),
+        event(
+            "message_delta",
+            &json!({
+                "type": "message_delta",
+                "delta": {"stop_reason": answer.stop_reason(), "stop_sequence": null},
+                "usage": {"output_tokens": answer.output_tokens()},
+            }),
+        ),
+        event("message_stop", &json!({"type": "message_stop"})),
+    ];
+    let inband_error = json!({
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"},
+    });
+    Script {
+        head,
+        content,
+        tail,
+        done: None,
+        inband_error: event("error", &inband_error),
+        malformed: Bytes::from_static(b"event: content_block_delta\ndata: {this is not json\n\n"),
+    }
+}
+
+fn delta(delta: Value) -> Bytes {
+    event(
+        "content_block_delta",
+        &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(tool_call: bool) -> Answer {
+        Answer {
+            stream: true,
+            prompt_tokens: 3,
+            text: "alpha-1 bravo-2.".into(),
+            tool_call,
+        }
+    }
+
+    #[test]
+    fn message_shape() {
+        let reply = Reply {
+            id: 4,
+            model: "claude".into(),
+        };
+        let text = message(&reply, &answer(false));
+        assert_eq!(text["content"][0]["text"], "alpha-1 bravo-2.");
+        assert_eq!(text["usage"]["output_tokens"], 2);
+        let tool = message(&reply, &answer(true));
+        assert_eq!(tool["stop_reason"], "tool_use");
+        assert_eq!(tool["content"][0]["id"], "toolu_mock_4");
+    }
+
+    #[test]
+    fn stream_shape() {
+        let reply = Reply {
+            id: 1,
+            model: "claude".into(),
+        };
+        let script = script(&reply, &answer(false));
+        assert_eq!((script.head.len(), script.content.len(), script.tail.len()), (3, 2, 3));
+        let second = String::from_utf8_lossy(&script.content[1]).into_owned();
+        assert!(second.starts_with("event: content_block_delta\ndata: {"), "{second}");
+        assert!(second.contains(r#""text":" bravo-2.""#), "{second}");
+        assert!(script.done.is_none());
+    }
+}

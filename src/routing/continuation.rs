@@ -1,0 +1,290 @@
+//! Mid-stream continuation (`mid_stream = "continue"`): when a committed stream breaks and no
+//! tool call is under way, the next healthy target is asked to continue the answer. It gets the
+//! conversation plus the partial assistant text as a prefill and only the continuation is
+//! streamed on; a target that rejects prefill (or is configured with `prefill = false`) is asked
+//! again from the start, and its output is held back until it has reproduced what the client
+//! already has: the duplicate prefix is skipped, a divergence ends the stream with an error. The
+//! client sees one answer, under one stream id, or a clear error.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::attempt::call_stream;
+use super::failover::AttemptError;
+use super::stream::Committed;
+use super::Route;
+use crate::api::chat_request::ChatRequest;
+use crate::api::sse::encode_data;
+
+/// How the current upstream relates to what the client has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The stream that committed: forwarded as it is.
+    Original,
+    /// A continuation after a prefill: only new text arrives.
+    Prefill,
+    /// A restart: the first `matched` bytes of the client's text have been reproduced so far.
+    Restart { matched: usize },
+}
+
+const DIFFERS: &str = "the backup's restarted answer differs from what was already sent";
+
+/// A continuation's output did not match what the client already has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diverged(pub String);
+
+/// What a continuation needs to ask another target.
+#[derive(Debug)]
+pub struct Continuation {
+    pub route: Arc<Route>,
+    pub chat: ChatRequest,
+    /// Targets (indices into the route) that have streamed this answer so far.
+    pub tried: Vec<usize>,
+    pub splicer: Splicer,
+}
+
+/// Fits a continuation's chunks onto what the client already has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Splicer {
+    pub mode: Mode,
+}
+
+/// A target that took over the stream.
+pub struct Resumed {
+    pub idx: usize,
+    pub committed: Committed,
+    pub mode: Mode,
+    pub start: Instant,
+}
+
+/// `messages` with the partial answer appended as a final assistant message.
+pub fn prefill_messages(chat: &ChatRequest, partial: &str) -> Vec<u8> {
+    let messages = chat.messages_json();
+    let close = messages
+        .iter()
+        .rposition(|&b| b == b']')
+        .unwrap_or(messages.len());
+    let assistant = serde_json::json!({"role": "assistant", "content": partial}).to_string();
+    let mut out = Vec::with_capacity(messages.len() + assistant.len() + 2);
+    out.extend_from_slice(&messages[..close]);
+    out.push(b',');
+    out.extend_from_slice(assistant.as_bytes());
+    out.push(b']');
+    out
+}
+
+impl Continuation {
+    /// Ask the next healthy targets, in route order, to take over; `sent` is the text the
+    /// client has. Each try spends the retry budget; failures count against the target.
+    pub async fn resume(&mut self, sent: &str, client_wants_usage: bool) -> Option<Resumed> {
+        let route = self.route.clone();
+        let policy = &route.config.failover;
+        for (idx, target) in route.targets.iter().enumerate() {
+            if self.tried.contains(&idx) || !target.health.admit(Instant::now()) {
+                continue;
+            }
+            if !route.budget.try_withdraw(Instant::now()) {
+                return None;
+            }
+            self.tried.push(idx);
+            let mut prefill = target.config.prefill;
+            loop {
+                let messages = prefill.then(|| prefill_messages(&self.chat, sent));
+                let body = self
+                    .chat
+                    .upstream_body(&target.config.model, messages.as_deref());
+                let start = Instant::now();
+                let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
+                match call_stream(target, body, client_wants_usage, deadline).await {
+                    Ok(committed) => {
+                        let mode = if prefill {
+                            Mode::Prefill
+                        } else {
+                            Mode::Restart { matched: 0 }
+                        };
+                        return Some(Resumed {
+                            idx,
+                            committed,
+                            mode,
+                            start,
+                        });
+                    }
+                    Err(AttemptError::Status { status, .. })
+                        if prefill && status.as_u16() == 400 =>
+                    {
+                        tracing::info!(target = %target.id(), "prefill rejected; restarting the answer instead");
+                        prefill = false;
+                    }
+                    Err(e) => {
+                        target
+                            .health
+                            .attempt(Instant::now(), e.verdict(), start.elapsed());
+                        tracing::warn!(target = %target.id(), kind = e.kind(), "continuation attempt failed");
+                        break;
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Splicer {
+    /// Rewrite one chunk of a continuation for the client: the original stream id, no second
+    /// role delta, and in a restart only the text past what the client has. Returns the bytes to
+    /// send (if any) and the text they add.
+    pub fn transform(
+        &mut self,
+        data: &[u8],
+        stream_id: Option<&str>,
+        sent: &str,
+    ) -> Result<Option<(Bytes, String)>, Diverged> {
+        let Ok(mut chunk) = serde_json::from_slice::<Value>(data) else {
+            return Ok(None);
+        };
+        if let (Some(id), Some(obj)) = (stream_id, chunk.as_object_mut()) {
+            obj.insert("id".into(), Value::from(id));
+        }
+        let Some(choice) = chunk["choices"].get_mut(0) else {
+            // The usage chunk (no choices): pass on.
+            return Ok(Some((
+                encode_data(chunk.to_string().as_bytes()),
+                String::new(),
+            )));
+        };
+        let finish = !choice["finish_reason"].is_null();
+        let delta = &mut choice["delta"];
+        if let Some(d) = delta.as_object_mut() {
+            d.remove("role");
+        }
+        let text = delta["content"].as_str().unwrap_or_default().to_owned();
+        let added = match self.mode {
+            Mode::Original | Mode::Prefill => text,
+            Mode::Restart { matched } => {
+                let need = &sent[matched.min(sent.len())..];
+                let (matched, added) = if text.len() <= need.len() {
+                    if !need.starts_with(&text) {
+                        return Err(Diverged(DIFFERS.into()));
+                    }
+                    (matched + text.len(), String::new())
+                } else {
+                    if !text.starts_with(need) {
+                        return Err(Diverged(DIFFERS.into()));
+                    }
+                    (sent.len(), text[need.len()..].to_owned())
+                };
+                if finish && matched < sent.len() {
+                    return Err(Diverged(
+                        "the backup's restarted answer is shorter than what was already sent"
+                            .into(),
+                    ));
+                }
+                // Caught up with the client: from here on the restart streams through.
+                self.mode = if matched >= sent.len() {
+                    Mode::Prefill
+                } else {
+                    Mode::Restart { matched }
+                };
+                added
+            }
+        };
+        if added.is_empty() && !finish {
+            return Ok(None);
+        }
+        if let Some(d) = delta.as_object_mut() {
+            d.insert("content".into(), Value::from(added.as_str()));
+        }
+        Ok(Some((encode_data(chunk.to_string().as_bytes()), added)))
+    }
+}
+
+/// Count a mid-stream move and say so in the log.
+pub fn count_move(route: &Route, from: usize, to: usize, carried: usize, request_id: &str) {
+    let (from, to) = (&route.targets[from], &route.targets[to]);
+    route.count_failover(from, to, "mid_stream");
+    tracing::info!(
+        request_id, route = %route.config.name, from = %from.id(), to = %to.id(),
+        reason = "mid_stream", carried_chars = carried, "failover"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(text: &str, finish: Option<&str>) -> Vec<u8> {
+        serde_json::json!({"id": "other", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": finish}]})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn sent_text(out: Option<(Bytes, String)>) -> Option<String> {
+        out.map(|(_, added)| added)
+    }
+
+    fn cont(mode: Mode) -> Splicer {
+        Splicer { mode }
+    }
+
+    #[test]
+    fn prefill_appends_the_partial_answer() {
+        let chat = ChatRequest::parse(Bytes::from_static(
+            br#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#,
+        ))
+        .unwrap();
+        let m: Value = serde_json::from_slice(&prefill_messages(&chat, "alpha-1 br")).unwrap();
+        assert_eq!(
+            m[1],
+            serde_json::json!({"role": "assistant", "content": "alpha-1 br"})
+        );
+    }
+
+    #[test]
+    fn a_restart_skips_the_duplicate_prefix_and_streams_the_rest() {
+        let mut c = cont(Mode::Restart { matched: 0 });
+        let sent = "alpha-1 bravo-2";
+        assert_eq!(
+            sent_text(
+                c.transform(&chunk("alpha-1", None), Some("id1"), sent)
+                    .unwrap()
+            ),
+            None
+        );
+        assert_eq!(
+            sent_text(
+                c.transform(&chunk(" bra", None), Some("id1"), sent)
+                    .unwrap()
+            ),
+            None
+        );
+        let (bytes, added) = c
+            .transform(&chunk("vo-2 charlie-3", None), Some("id1"), sent)
+            .unwrap()
+            .unwrap();
+        assert_eq!(added, " charlie-3");
+        let s = String::from_utf8_lossy(&bytes);
+        assert!(s.contains("\"id\":\"id1\"") && !s.contains("role"), "{s}");
+        assert_eq!(
+            sent_text(
+                c.transform(&chunk(" delta-4", Some("stop")), Some("id1"), sent)
+                    .unwrap()
+            ),
+            Some(" delta-4".into())
+        );
+    }
+
+    #[test]
+    fn a_restart_that_diverges_or_falls_short_is_an_error() {
+        let mut c = cont(Mode::Restart { matched: 0 });
+        assert!(c
+            .transform(&chunk("alpha-2", None), None, "alpha-1 bravo")
+            .is_err());
+        let mut c = cont(Mode::Restart { matched: 0 });
+        assert!(c
+            .transform(&chunk("alpha-1", Some("stop")), None, "alpha-1 bravo")
+            .is_err());
+    }
+}

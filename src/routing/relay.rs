@@ -1,0 +1,299 @@
+//! Streams after the commit point. [`relay`] forwards the upstream's events and makes sure the
+//! stream ends honestly. A cut, a stall (`idle_timeout`) or an in-band error is continued on
+//! another target when the route allows it (`continuation`); otherwise, or when that fails, the
+//! stream ends with a `finish_reason: "error"` chunk and an OpenAI error event, never a
+//! truncated answer that looks complete. A stream whose upstream forgets `[DONE]` is finished
+//! promptly once it is complete.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, Stream, StreamExt};
+use tokio::time::Instant;
+
+use super::continuation::{count_move, Continuation, Mode};
+use super::health::Verdict;
+use super::stream::{ChunkAction, ChunkTracker, Committed, StreamCut, Usage};
+use super::{Route, Target};
+use crate::api::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
+
+/// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
+/// `[DONE]` before we close it ourselves.
+const FINISH_GRACE: Duration = Duration::from_secs(1);
+
+/// Who is relaying: for the log lines a broken stream writes, the target's health (which learns
+/// how the attempt ended when the stream does), and continuation.
+#[derive(Debug)]
+pub struct RelayContext {
+    pub request_id: String,
+    pub route: Arc<Route>,
+    /// The index in the route of the target that committed.
+    pub target_idx: usize,
+    pub attempt_start: Instant,
+    /// When the client request started.
+    pub request_start: Instant,
+    /// `Some` when `mid_stream = "continue"`.
+    pub continuation: Option<Continuation>,
+    /// Told how the stream ended; dropped unsent when the client went away first.
+    pub report: Option<tokio::sync::oneshot::Sender<StreamReport>>,
+}
+
+/// An upstream call that served part of a stream.
+#[derive(Debug, Clone)]
+pub struct StreamAttempt {
+    pub target: String,
+    /// Since the request started.
+    pub start: Duration,
+    pub duration: Duration,
+    /// `ok`, `cut`, `stall`, `in_band_error`, `diverged`.
+    pub outcome: &'static str,
+    /// Characters of the answer it was handed to continue from.
+    pub carried_chars: usize,
+}
+
+/// How a relayed stream ended.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    /// The stream ended complete.
+    pub complete: bool,
+    /// Why it did not.
+    pub error: Option<String>,
+    pub usage: Option<Usage>,
+    /// Every upstream call that streamed this answer, the committed one first.
+    pub attempts: Vec<StreamAttempt>,
+}
+
+struct Relay {
+    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    decoder: SseDecoder,
+    tracker: ChunkTracker,
+    out: VecDeque<Bytes>,
+    ended: bool,
+    ctx: RelayContext,
+    current: Arc<Target>,
+    current_idx: usize,
+    attempt_start: Instant,
+    carried: usize,
+    /// What the client has seen of the answer (kept only when continuation is possible).
+    sent: String,
+    attempts: Vec<StreamAttempt>,
+}
+
+impl Relay {
+    fn idle_timeout(&self) -> Duration {
+        self.ctx.route.config.failover.idle_timeout
+    }
+
+    /// Handle one upstream event; a break of the stream is returned for the caller to handle.
+    fn handle(&mut self, ev: &SseEvent) -> Option<StreamCut> {
+        match self.tracker.on_event(ev) {
+            ChunkAction::Forward(bytes) => {
+                let mode = self.ctx.continuation.as_ref().map(|c| c.splicer.mode);
+                match mode {
+                    None => self.out.push_back(bytes),
+                    Some(Mode::Original) => {
+                        if let Some(text) = self.tracker.last_text.take() {
+                            self.sent.push_str(&text);
+                        }
+                        self.out.push_back(bytes);
+                    }
+                    Some(_) => {
+                        let data = decode_data(&bytes);
+                        let id = self.tracker.stream_id().map(str::to_owned);
+                        let cont = self.ctx.continuation.as_mut()?;
+                        match cont.splicer.transform(&data, id.as_deref(), &self.sent) {
+                            Ok(Some((b, added))) => {
+                                self.sent.push_str(&added);
+                                self.out.push_back(b);
+                            }
+                            Ok(None) => {}
+                            Err(d) => {
+                                self.fail("diverged", d.0);
+                                return None;
+                            }
+                        }
+                    }
+                }
+                if self.tracker.finished && self.tracker.usage_seen {
+                    // Everything has arrived: don't wait for an upstream that forgets `[DONE]`.
+                    self.finish();
+                }
+            }
+            ChunkAction::Skip => {
+                if self.tracker.usage_seen && self.tracker.finished {
+                    self.finish();
+                } else if !self.tracker.usage_seen {
+                    tracing::warn!(
+                        request_id = %self.ctx.request_id, route = %self.ctx.route.config.name,
+                        target = %self.current.id(), "skipped a stream chunk that is not valid JSON"
+                    );
+                }
+            }
+            ChunkAction::Done => self.finish(),
+            ChunkAction::Error(message) => return Some(StreamCut::InBand(message)),
+        }
+        None
+    }
+
+    fn close_attempt(&mut self, outcome: &'static str) {
+        let now = Instant::now();
+        let duration = now - self.attempt_start;
+        let verdict = if outcome == "ok" {
+            Verdict::Ok
+        } else {
+            Verdict::Failed
+        };
+        self.current.health.attempt(now, verdict, duration);
+        self.attempts.push(StreamAttempt {
+            target: self.current.id().to_owned(),
+            start: self.attempt_start - self.ctx.request_start,
+            duration,
+            outcome,
+            carried_chars: self.carried,
+        });
+    }
+
+    fn finish(&mut self) {
+        self.out.push_back(encode_data(DONE));
+        self.ended = true;
+        self.close_attempt("ok");
+        self.report(None);
+    }
+
+    fn report(&mut self, error: Option<String>) {
+        if let Some(tx) = self.ctx.report.take() {
+            let _ = tx.send(StreamReport {
+                complete: error.is_none(),
+                error,
+                usage: self.tracker.usage,
+                attempts: std::mem::take(&mut self.attempts),
+            });
+        }
+    }
+
+    /// End the stream with an error the SDKs understand.
+    fn fail(&mut self, outcome: &'static str, message: String) {
+        self.close_attempt(outcome);
+        self.out.extend(self.tracker.error_tail(&message));
+        self.ended = true;
+        self.report(Some(message));
+    }
+
+    /// The stream broke after its commit point: continue elsewhere if the route allows and no
+    /// tool call is under way, else end with an error that names the original break.
+    async fn cut(&mut self, why: StreamCut) {
+        tracing::warn!(
+            request_id = %self.ctx.request_id, route = %self.ctx.route.config.name,
+            target = %self.current.id(), kind = why.kind(), chunks = self.tracker.content_chunks,
+            elapsed_ms = self.attempt_start.elapsed().as_millis() as u64, "stream broke after commit"
+        );
+        let message = format!(
+            "the answer from {} is incomplete: {}",
+            self.current.id(),
+            why.describe()
+        );
+        let mut cont = self.ctx.continuation.take();
+        let resumed = match cont.as_mut() {
+            Some(c) if !self.tracker.tool_calls_seen => c.resume(&self.sent, true).await,
+            _ => None,
+        };
+        if let (Some(resumed), Some(c)) = (resumed, cont.as_mut()) {
+            self.close_attempt(why.kind());
+            count_move(
+                &self.ctx.route,
+                self.current_idx,
+                resumed.idx,
+                self.sent.len(),
+                &self.ctx.request_id,
+            );
+            c.splicer.mode = resumed.mode;
+            self.ctx.continuation = cont;
+            self.current_idx = resumed.idx;
+            self.current = self.ctx.route.targets[resumed.idx].clone();
+            self.attempt_start = resumed.start;
+            self.carried = self.sent.len();
+            self.upstream = resumed.committed.upstream;
+            self.decoder = resumed.committed.decoder;
+            for framed in resumed.committed.head {
+                let ev = SseEvent {
+                    event: None,
+                    data: decode_data(&framed),
+                };
+                if let Some(again) = self.handle(&ev) {
+                    return Box::pin(self.cut(again)).await;
+                }
+            }
+            return;
+        }
+        self.ctx.continuation = cont;
+        self.fail(why.kind(), message);
+    }
+
+    async fn next_bytes(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(bytes) = self.out.pop_front() {
+                return Some(bytes);
+            }
+            if self.ended {
+                return None;
+            }
+            if let Some(ev) = self.decoder.next_event() {
+                if let Some(why) = self.handle(&ev) {
+                    self.cut(why).await;
+                }
+                continue;
+            }
+            let wait = if self.tracker.finished {
+                FINISH_GRACE.min(self.idle_timeout())
+            } else {
+                self.idle_timeout()
+            };
+            match tokio::time::timeout(wait, self.upstream.next()).await {
+                Ok(Some(Ok(bytes))) => self.decoder.push(&bytes),
+                Ok(Some(Err(_)) | None) if self.tracker.finished => self.finish(),
+                Ok(Some(Err(_)) | None) => self.cut(StreamCut::Cut).await,
+                Err(_) if self.tracker.finished => self.finish(),
+                Err(_) => self.cut(StreamCut::Stall(wait)).await,
+            }
+        }
+    }
+}
+
+/// Relay a committed stream to the client: first the events read before the commit point, then
+/// the rest of the upstream, continued elsewhere or ended honestly when it breaks.
+pub fn relay(
+    committed: Committed,
+    ctx: RelayContext,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let mut tracker = committed.tracker;
+    let mut sent = String::new();
+    if ctx.continuation.is_some() {
+        tracker.capture_text();
+        // The head was read before capture was on: take its text from the frames.
+        for framed in &committed.head {
+            sent.push_str(&super::stream::content_text(&decode_data(framed)));
+        }
+    }
+    let current = ctx.route.targets[ctx.target_idx].clone();
+    let relay = Relay {
+        upstream: committed.upstream,
+        decoder: committed.decoder,
+        out: committed.head.into(),
+        ended: false,
+        tracker,
+        current,
+        current_idx: ctx.target_idx,
+        attempt_start: ctx.attempt_start,
+        carried: 0,
+        sent,
+        attempts: Vec::new(),
+        ctx,
+    };
+    futures_util::stream::unfold(relay, |mut r| async move {
+        let bytes = r.next_bytes().await?;
+        Some((Ok(bytes), r))
+    })
+}

@@ -1,0 +1,233 @@
+//! Reading the audit log: `GET /admin/audit` and its filters, the `audit` object of
+//! `/admin/status`, what a record holds with client keys and bodies, and `switchyard audit`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use support::audit::{eventually, TestStore};
+use support::*;
+use switchyard::mock::FaultPlan;
+
+async fn get(gw: &Gateway, path: &str) -> (u16, Value) {
+    let resp = client().get(gw.url(path)).send().await.unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap())
+}
+
+async fn audit(gw: &Gateway, query: &str) -> Vec<Value> {
+    let (status, body) = get(gw, &format!("/admin/audit{query}")).await;
+    assert_eq!(status, 200, "{body}");
+    body["records"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn admin_audit_filters_by_route_target_status_time_and_id() {
+    let store = TestStore::sqlite();
+    let m = mocks(2).await;
+    let toml = config(&m, "[routes.breaker]\nconsecutive_failures = 0");
+    let gw = Gateway::start(&with_audit(&toml, &store.url(), "")).await;
+    let mut ids = Vec::new();
+    for plan in [None, None, Some(503), Some(500)] {
+        if let Some(status) = plan {
+            m[0].set_plan(FaultPlan {
+                status: Some(status),
+                ..Default::default()
+            });
+        }
+        if plan == Some(500) {
+            m[1].set_plan(FaultPlan {
+                status: Some(500),
+                ..Default::default()
+            });
+        }
+        let resp = gw.chat(chat_body(false)).await;
+        ids.push(header(&resp, "x-switchyard-request-id"));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let all = eventually(5, || async {
+        let all = audit(&gw, "").await;
+        (all.len() == 4).then_some(all)
+    })
+    .await
+    .expect("the four records are written within a second or so");
+    let newest_first: Vec<&str> = all
+        .iter()
+        .map(|r| r["request_id"].as_str().unwrap())
+        .collect();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.reverse();
+    assert_eq!(newest_first, want);
+    let failed_status = all[0]["status"].as_u64().unwrap();
+    assert!(failed_status >= 500, "{}", all[0]);
+
+    let count = |q: &'static str| {
+        let gw = &gw;
+        async move { audit(gw, q).await.len() }
+    };
+    assert_eq!(count("?route=chat").await, 4);
+    assert_eq!(count("?route=other").await, 0);
+    assert_eq!(count("?target=p1/model-1").await, 1);
+    assert_eq!(count("?target=p0/model-0").await, 2);
+    assert_eq!(count("?status=200").await, 3);
+    assert_eq!(count("?route=&target=&status=&since=&limit=").await, 4);
+    let only = audit(&gw, &format!("?status={failed_status}")).await;
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0]["target"], Value::Null);
+    assert_eq!(only[0]["path"].as_array().unwrap().len(), 2);
+    let two = audit(&gw, "?limit=2").await;
+    assert_eq!(two[..], all[..2]);
+    let third = all[1]["time_ms"].as_i64().unwrap();
+    assert!(audit(&gw, &format!("?since={third}")).await.len() >= 2);
+    let newest = all[0]["time_ms"].as_i64().unwrap();
+    assert_eq!(audit(&gw, &format!("?since={}", newest + 1)).await.len(), 0);
+    let one = audit(&gw, &format!("?request_id={}", ids[2])).await;
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0]["path"][0]["status"], 503);
+
+    let (status, body) = get(&gw, "/admin/audit?status=teapot").await;
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("status"));
+    let (_, status) = get(&gw, "/admin/status").await;
+    let a = &status["audit"];
+    assert_eq!(
+        (&a["store"], &a["written"], &a["dropped"]),
+        (&"sqlite".into(), &4.into(), &0.into())
+    );
+    assert_eq!(
+        (&a["failing"], &a["last_error"]),
+        (&false.into(), &Value::Null)
+    );
+    gw.stop().await;
+    store.cleanup().await;
+}
+
+#[tokio::test]
+async fn with_the_audit_log_off_nothing_is_kept_and_status_says_so() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    let (status, body) = get(&gw, "/admin/audit").await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"]["code"], "audit_off");
+    let (_, status) = get(&gw, "/admin/status").await;
+    assert_eq!(status["audit"]["store"], "off");
+    assert_eq!(status["audit"]["written"], 0);
+}
+
+#[tokio::test]
+async fn records_name_the_client_key_by_id_and_keep_bodies_only_when_asked() {
+    let store = TestStore::sqlite();
+    let m = mocks(1).await;
+    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let gw = Gateway::start(&with_audit(&toml, &store.url(), "bodies = true")).await;
+    let resp = gw
+        .chat_with(
+            chat_body(false),
+            &[("authorization", "Bearer sk-test-secret")],
+        )
+        .await;
+    assert_eq!(resp.status(), 200);
+    gw.stop().await;
+    let all = store.all().await;
+    assert_eq!(all.len(), 1);
+    let rec = &all[0];
+    assert!(rec
+        .client_key_id
+        .as_deref()
+        .is_some_and(|id| !id.is_empty()));
+    assert!(rec
+        .request_body
+        .as_deref()
+        .unwrap()
+        .contains("Say the canonical text."));
+    assert!(rec.response_body.as_deref().unwrap().contains("choices"));
+    let text = serde_json::to_string(rec).unwrap();
+    assert!(
+        !text.contains("sk-test-secret"),
+        "no key in the record: {text}"
+    );
+    store.cleanup().await;
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .env("TEST_KEY", "sk-test-secret")
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_prints_a_table_or_json() {
+    let store = TestStore::sqlite();
+    let m = mocks(2).await;
+    let toml = with_audit(&config(&m, ""), &store.url(), "");
+    let gw = Gateway::start(&toml).await;
+    assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let resp = gw.chat(chat_body(true)).await;
+    let failover_id = header(&resp, "x-switchyard-request-id");
+    resp.text().await.unwrap();
+    gw.stop().await;
+    let db = store.url();
+
+    let table = stdout(&cli(&["audit", "--db", &db]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("TIME (UTC)") && lines[0].contains("PATH"),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 4, "header, two records, legend:\n{table}");
+    assert!(lines[1].ends_with("p0/model-0:ok"), "{table}");
+    assert!(lines[2].contains(&failover_id), "newest last:\n{table}");
+    assert!(
+        lines[2].ends_with("p0/model-0:503 -> p1/model-1:ok"),
+        "{table}"
+    );
+    assert!(lines[2].contains(" 200~ "), "a stream is marked:\n{table}");
+
+    let json: Value =
+        serde_json::from_str(&stdout(&cli(&["audit", "--db", &db, "--json"]))).unwrap();
+    let records = json.as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[1]["request_id"], failover_id.as_str());
+    assert_eq!(records[1]["path"][0]["status"], 503);
+    assert_eq!(records[1]["stream"], true);
+
+    let last: Value = serde_json::from_str(&stdout(&cli(&[
+        "audit", "--db", &db, "--last", "1", "--json",
+    ])))
+    .unwrap();
+    assert_eq!(last[0]["request_id"], failover_id.as_str());
+    assert_eq!(last.as_array().unwrap().len(), 1);
+    let one = stdout(&cli(&["audit", "--db", &db, "--request-id", &failover_id]));
+    assert_eq!(one.lines().count(), 3, "{one}");
+
+    // Without --db the config's store is read.
+    let config_file =
+        std::env::temp_dir().join(format!("switchyard-cli-{}.toml", std::process::id()));
+    std::fs::write(&config_file, &toml).unwrap();
+    let via_config = stdout(&cli(&["audit", "-c", config_file.to_str().unwrap()]));
+    assert_eq!(via_config, table);
+    let _ = std::fs::remove_file(&config_file);
+
+    let bad = cli(&["audit", "--db", "mysql://root@db/audit"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("sqlite://"));
+    store.cleanup().await;
+}
