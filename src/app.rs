@@ -79,6 +79,9 @@ pub async fn serve(
 /// error the running config stays and the error is returned.
 pub fn reload(state: &AppState, path: &std::path::Path) -> Result<(), AppError> {
     let config = Config::load(path)?;
+    if config.audit != state.routing.load().config.audit {
+        tracing::warn!("[audit] changed: the audit log keeps its current settings until a restart");
+    }
     let routing = Routing::build(Arc::new(config), &state.shared)?;
     state.routing.store(Arc::new(routing));
     Ok(())

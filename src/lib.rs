@@ -12,6 +12,8 @@
 //! - [`canonical`]: our own request/response/stream-event model and its translation to and from
 //!   the OpenAI, Anthropic and Gemini wire formats; token estimates and context trimming.
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
+//! - [`audit`]: one record per request with its path, queued off the request path and written
+//!   in batches to SQLite or PostgreSQL; read by `/admin/audit` and `switchyard audit`.
 //!
 //! # The request path
 //! 1. `api::openai::chat_completions` reads the body within `max_body` and parses it shallowly

@@ -57,8 +57,9 @@ pub struct AuditStatus {
     pub dropped: u64,
     /// Whether the last write failed (records are kept and retried).
     pub failing: bool,
-    /// The last store error and when (Unix ms).
+    /// The last store error (it stays after the store recovers; see `failing`).
     pub last_error: Option<String>,
+    /// When the last store error happened, Unix milliseconds.
     pub last_error_ms: Option<i64>,
 }
 

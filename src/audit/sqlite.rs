@@ -201,3 +201,73 @@ async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| AuditError::Task(e.to_string()))?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditAttempt;
+
+    #[tokio::test]
+    async fn migrates_once_and_round_trips_a_record() {
+        let path = std::env::temp_dir().join(format!(
+            "switchyard-sqlite-unit-{}-{}.db",
+            std::process::id(),
+            fastrand::u64(..)
+        ));
+        let path_str = path.to_str().unwrap_or_default().to_owned();
+        let rec = AuditRecord {
+            request_id: "r1".into(),
+            time_ms: 42,
+            client_key_id: Some("key-1".into()),
+            route: "chat".into(),
+            stream: true,
+            status: 200,
+            target: Some("p1/m".into()),
+            latency_ms: 12.5,
+            ttft_ms: Some(3.0),
+            tokens_in: Some(10),
+            tokens_out: Some(u64::MAX),
+            turns_dropped: 2,
+            hedged: true,
+            error: Some("nul \0 inside".into()),
+            path: vec![AuditAttempt {
+                target: "p0/m".into(),
+                start_ms: 0.0,
+                duration_ms: 1.0,
+                outcome: "status".into(),
+                status: Some(503),
+                carried_chars: None,
+            }],
+            request_body: None,
+            response_body: Some("{}".into()),
+        };
+        let store = SqliteStore::open_writer(&path_str)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write(vec![Row::from_record(&rec)])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        drop(store);
+        // Opening again applies nothing twice.
+        let store = SqliteStore::open_writer(&path_str)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let got = store
+            .query(&AuditQuery {
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let want = AuditRecord {
+            tokens_out: Some(i64::MAX as u64),
+            error: Some("nul \u{FFFD} inside".into()),
+            ..rec
+        };
+        assert_eq!(got, vec![want]);
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path_str}{ext}"));
+        }
+    }
+}

@@ -171,9 +171,10 @@ struct Writer {
 impl Writer {
     async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let batch = self.limits.batch.max(1);
-        let mut flush = interval(self.limits.flush_every);
+        let tick = |d: Duration| interval(d.max(Duration::from_millis(1)));
+        let mut flush = tick(self.limits.flush_every);
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut prune = interval(self.limits.prune_every);
+        let mut prune = tick(self.limits.prune_every);
         prune.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut buf = Vec::with_capacity(batch);
         loop {

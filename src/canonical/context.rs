@@ -237,11 +237,16 @@ pub fn trim_to_fit(
     };
     let head = fixed.saturating_add(costs[last_user]);
     let mut needed = fixed.saturating_add(suffix[last_user]);
-    for step in (last_user + 2)..costs.len() {
+    let steps = suffix
+        .iter()
+        .enumerate()
+        .take(costs.len())
+        .skip(last_user + 2);
+    for (step, &rest) in steps {
         if !starts_step(&req.messages, step) {
             continue;
         }
-        let need = head.saturating_add(suffix[step]);
+        let need = head.saturating_add(rest);
         needed = needed.min(need);
         if need <= available {
             return Ok((keep(req, Some(last_user), step), step - 1));

@@ -123,7 +123,7 @@ impl Rejection {
             413 => "request_too_large",
             429 => "rate_limit_error",
             503 | 529 => "overloaded_error",
-            400..=499 => "invalid_request_error",
+            _ if status.is_client_error() => "invalid_request_error",
             _ => "api_error",
         };
         let reason = status.canonical_reason().unwrap_or("Overloaded");

@@ -13,6 +13,9 @@
 //! - `state.rs`: plans in force, counters ([`MockStats`]), recorded requests.
 //! - `stream.rs`: streamed answers with faults, for any dialect.
 //! - `openai.rs` (+ `openai/render.rs`): the OpenAI and Azure OpenAI wire format.
+//! - `anthropic.rs` (+ `anthropic/render.rs`): Anthropic Messages, `POST /v1/messages`.
+//! - `gemini.rs` (+ `gemini/render.rs`): Gemini `POST /v1beta/models/{model}:generateContent`
+//!   and `:streamGenerateContent`.
 //! - `control.rs`: the HTTP control API under `/mock/`.
 //! - `server.rs`: [`serve`] and [`MockServer`].
 //!
@@ -28,7 +31,9 @@ use axum::response::Response;
 use axum::Router;
 use serde::{Deserialize, Serialize};
 
+mod anthropic;
 mod control;
+mod gemini;
 mod openai;
 mod plan;
 mod server;
@@ -103,6 +108,8 @@ pub fn router(name: &str) -> Router {
 fn app(state: Arc<MockState>) -> Router {
     Router::new()
         .merge(openai::routes())
+        .merge(anthropic::routes())
+        .merge(gemini::routes())
         .merge(control::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))

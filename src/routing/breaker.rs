@@ -5,10 +5,11 @@
 //! - the window holds at least `min_requests` and its failure share reaches `failure_rate`; or
 //! - the last few seconds alone hold four times `min_requests` at that failure share (a sudden
 //!   hard outage after a long healthy history, at volume); or
-//! - `consecutive_failures` arrive in a row while the recent failure share is at `failure_rate`
-//!   and the target's failure share before the run was low (at most a quarter of
-//!   `failure_rate`): a run that is out of character for the target. A run of failures on a
-//!   target that fails now and then anyway is noise, and never trips it alone.
+//! - `consecutive_failures` arrive in a row and such a run is out of character for the target:
+//!   its failure rate before the run would produce one less than once in a hundred windows. A
+//!   hard outage after a healthy history trips on exactly that many failures, at any volume; a
+//!   run on a target that fails now and then anyway is noise and never trips it alone (the
+//!   share rules decide there).
 //!
 //! Open: no user traffic for the hold, then half-open: probes (or, with `probe = false`, one
 //! user request at a time) test the target every `probe_interval`, and once one succeeds the
@@ -110,6 +111,25 @@ pub enum Manual {
     Close,
     /// Close and forget the history (window, flip-flop hold, open count).
     Reset,
+}
+
+/// How rarely the target's own failure rate may produce a run before the run counts as an
+/// outage: less than once in a hundred windows.
+const RUN_SURPRISE: f64 = 0.01;
+
+/// Would the failure rate the window shows before this run of `run` failures produce such a run
+/// less than once in a hundred windows? Then the run is a change (a hard outage), not noise.
+/// After a healthy history (or none) five failures in a row trip at once; a target that fails
+/// one time in five anyway makes such runs every few minutes and is left to the share rules.
+fn run_is_out_of_character((n, failed): (u32, u32), run: u32) -> bool {
+    let run_in_window = run.min(failed);
+    let before = f64::from(n - run_in_window);
+    if before == 0.0 {
+        return true;
+    }
+    // Laplace's rule of succession: a short history does not look cleaner than it is.
+    let base = (f64::from(failed - run_in_window) + 1.0) / (before + 2.0);
+    before * base.powi(run as i32) < RUN_SURPRISE
 }
 
 /// Is a half-open test started at `started` still running?
@@ -385,11 +405,7 @@ impl Breaker {
             Some(TripReason::RecentFailureRate)
         } else if p.consecutive_failures > 0
             && self.consecutive >= p.consecutive_failures
-            && share(recent) >= p.failure_rate
-            && {
-                let run = self.consecutive.min(window.1);
-                share((window.0 - run, window.1 - run)) <= p.failure_rate / 4.0
-            }
+            && run_is_out_of_character(window, self.consecutive)
         {
             Some(TripReason::ConsecutiveFailures)
         } else if ramping

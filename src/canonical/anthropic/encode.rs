@@ -141,7 +141,7 @@ impl Encoder {
     fn open_block(&mut self, block: OutStartBlock<'_>, text: bool, out: &mut Vec<u8>) -> u32 {
         self.close_block(out);
         let index = self.next_block;
-        self.next_block += 1;
+        self.next_block = self.next_block.saturating_add(1);
         self.open = Some((index, text));
         let event = OutEvent::ContentBlockStart {
             index,

@@ -200,7 +200,7 @@ pub(super) fn error_type(err: &UpstreamError) -> &'static str {
         ErrorClass::Other => match err.status {
             404 => "not_found_error",
             413 => "request_too_large",
-            400..=499 => "invalid_request_error",
+            s if (400..500).contains(&s) => "invalid_request_error",
             _ => "api_error",
         },
     }

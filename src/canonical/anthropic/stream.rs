@@ -54,6 +54,10 @@ struct WireDelta<'a> {
     stop_reason: Option<Cow<'a, str>>,
 }
 
+/// More content blocks than any answer has: an index past this is a broken event, not a
+/// reason to allocate.
+const MAX_BLOCKS: usize = 1 << 16;
+
 /// Reads an Anthropic stream into canonical events.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -111,11 +115,14 @@ impl Decoder {
                         }
                     }
                     "tool_use" => {
+                        if index >= MAX_BLOCKS {
+                            return Err(TranslateError::invalid("content block index too large"));
+                        }
                         if self.tool_of_block.len() <= index {
                             self.tool_of_block.resize(index + 1, None);
                         }
                         let tool = self.calls;
-                        self.calls += 1;
+                        self.calls = self.calls.saturating_add(1);
                         self.tool_of_block[index] = Some(tool);
                         out.push(StreamEvent::ToolCallStart {
                             index: tool,

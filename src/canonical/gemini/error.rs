@@ -107,8 +107,8 @@ pub(super) fn status_of(err: &UpstreamError) -> (u16, &'static str) {
             400 => (400, "INVALID_ARGUMENT"),
             404 => (404, "NOT_FOUND"),
             504 => (504, "DEADLINE_EXCEEDED"),
-            s @ 401..=499 => (s, "FAILED_PRECONDITION"),
-            s @ 501..=599 => (s, "INTERNAL"),
+            s if (400..500).contains(&s) => (s, "FAILED_PRECONDITION"),
+            s if (500..600).contains(&s) => (s, "INTERNAL"),
             _ => (500, "INTERNAL"),
         },
     }

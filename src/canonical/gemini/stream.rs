@@ -68,7 +68,7 @@ impl Decoder {
             for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
                 if let Some(call) = part.function_call {
                     let index = self.calls;
-                    self.calls += 1;
+                    self.calls = self.calls.saturating_add(1);
                     let call = self.ids.call(call, index);
                     out.push(StreamEvent::ToolCallStart {
                         index,

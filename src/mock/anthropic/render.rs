@@ -109,7 +109,8 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
         }),
     );
     let (block, content): (Value, Vec<Bytes>) = if answer.tool_call {
-        let block = json!({"type": "tool_use", "id": tool_use_id(reply), "name": TOOL_NAME, "input": {}});
+        let block =
+            json!({"type": "tool_use", "id": tool_use_id(reply), "name": TOOL_NAME, "input": {}});
         let content = TOOL_INPUT_FRAGMENTS
             .iter()
             .map(|fragment| delta(json!({"type": "input_json_delta", "partial_json": fragment})))
@@ -200,9 +201,15 @@ mod tests {
             model: "claude".into(),
         };
         let script = script(&reply, &answer(false));
-        assert_eq!((script.head.len(), script.content.len(), script.tail.len()), (3, 2, 3));
+        assert_eq!(
+            (script.head.len(), script.content.len(), script.tail.len()),
+            (3, 2, 3)
+        );
         let second = String::from_utf8_lossy(&script.content[1]).into_owned();
-        assert!(second.starts_with("event: content_block_delta\ndata: {"), "{second}");
+        assert!(
+            second.starts_with("event: content_block_delta\ndata: {"),
+            "{second}"
+        );
         assert!(second.contains(r#""text":" bravo-2.""#), "{second}");
         assert!(script.done.is_none());
     }

@@ -1,0 +1,170 @@
+//! The incident script: what the primary provider does in each phase, and when, scaled to the
+//! demo's duration. The backup stays healthy throughout; the story is what the gateway makes of
+//! the primary's trouble.
+//!
+//! The latency spike comes before the outage: hedging needs the primary in rotation (an open
+//! breaker sends it no traffic to hedge), and its latency percentiles learnt while healthy.
+
+use std::time::Duration;
+
+use crate::mock::FaultPlan;
+
+/// The primary's normal behaviour: quick, a little quicker than the backup.
+pub fn primary_base() -> FaultPlan {
+    FaultPlan {
+        latency_ms: 30,
+        first_token_ms: 40,
+        chunk_delay_ms: 10,
+        ..FaultPlan::default()
+    }
+}
+
+/// The backup's behaviour, all demo long: healthy, a little slower (another region).
+pub fn backup_base() -> FaultPlan {
+    FaultPlan {
+        latency_ms: 60,
+        first_token_ms: 50,
+        chunk_delay_ms: 10,
+        ..FaultPlan::default()
+    }
+}
+
+/// One phase of the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Healthy,
+    LatencySpike,
+    Outage,
+    PartialRecovery,
+    Recovery,
+}
+
+impl Kind {
+    /// Every phase, in order.
+    pub const ALL: [Kind; 5] = [
+        Kind::Healthy,
+        Kind::LatencySpike,
+        Kind::Outage,
+        Kind::PartialRecovery,
+        Kind::Recovery,
+    ];
+
+    /// The phase's name in the display and the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Healthy => "healthy",
+            Kind::LatencySpike => "latency spike",
+            Kind::Outage => "primary outage",
+            Kind::PartialRecovery => "partial recovery",
+            Kind::Recovery => "recovery",
+        }
+    }
+
+    /// What happens and what to watch for.
+    pub fn story(self) -> &'static str {
+        match self {
+            Kind::Healthy => "openai-primary answers everything; the gateway learns its latency",
+            Kind::LatencySpike => {
+                "1 in 5 primary calls stalls for 1.5s: hedges to azure-backup answer first"
+            }
+            Kind::Outage => {
+                "openai-primary answers 503: requests fail over, its breaker opens, no client sees an error"
+            }
+            Kind::PartialRecovery => {
+                "openai-primary is back but 15% of its calls fail: probes and the ramp keep traffic from bouncing"
+            }
+            Kind::Recovery => {
+                "openai-primary is healthy: half-open, probes pass, closed, traffic ramps back"
+            }
+        }
+    }
+
+    /// Share of the demo's duration.
+    fn share(self) -> f64 {
+        match self {
+            Kind::Healthy => 0.15,
+            Kind::LatencySpike | Kind::Outage | Kind::PartialRecovery => 0.2,
+            Kind::Recovery => 0.25,
+        }
+    }
+
+    /// What the primary does during the phase.
+    pub fn primary_plan(self) -> FaultPlan {
+        let base = primary_base();
+        match self {
+            Kind::Healthy | Kind::Recovery => base,
+            Kind::LatencySpike => FaultPlan {
+                tail_rate: 0.2,
+                tail_ms: 1500,
+                seed: 11,
+                ..base
+            },
+            Kind::Outage => FaultPlan {
+                status: Some(503),
+                ..base
+            },
+            Kind::PartialRecovery => FaultPlan {
+                status: Some(503),
+                error_rate: 0.15,
+                seed: 42,
+                ..base
+            },
+        }
+    }
+}
+
+/// A phase with its place in time, from the demo's start.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduled {
+    pub kind: Kind,
+    pub start: Duration,
+    pub end: Duration,
+}
+
+/// The phases over `duration`, back to back.
+pub fn schedule(duration: Duration) -> Vec<Scheduled> {
+    let mut start = Duration::ZERO;
+    let last = Kind::ALL.len() - 1;
+    Kind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &kind)| {
+            let end = if i == last {
+                duration
+            } else {
+                start + duration.mul_f64(kind.share())
+            };
+            let s = Scheduled { kind, start, end };
+            start = end;
+            s
+        })
+        .collect()
+}
+
+/// The index of the phase running at `elapsed` (the last one after the end).
+pub fn index_at(schedule: &[Scheduled], elapsed: Duration) -> usize {
+    schedule
+        .iter()
+        .position(|p| elapsed < p.end)
+        .unwrap_or(schedule.len().saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_cover_the_duration_in_order() {
+        let s = schedule(Duration::from_secs(60));
+        assert_eq!(s.len(), 5);
+        assert_eq!(s[0].start, Duration::ZERO);
+        assert_eq!(s[4].end, Duration::from_secs(60));
+        assert!(s.windows(2).all(|w| w[0].end == w[1].start));
+        assert_eq!(s[1].start, Duration::from_secs(9));
+        assert_eq!(index_at(&s, Duration::from_secs(10)), 1);
+        assert_eq!(index_at(&s, Duration::from_secs(61)), 4);
+        for k in Kind::ALL {
+            assert!(k.primary_plan().validate().is_ok(), "{}", k.name());
+        }
+    }
+}

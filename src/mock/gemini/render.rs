@@ -1,0 +1,181 @@
+//! Gemini answers: the `GenerateContentResponse` object, and the stream of them.
+
+use axum::body::Bytes;
+use serde_json::{json, Value};
+
+use crate::mock::stream::Script;
+use crate::mock::text::chunks;
+
+/// The name of the one function the mock calls, with `{"city":"Paris"}`.
+const TOOL_NAME: &str = "get_weather";
+
+/// What identifies one answer.
+#[derive(Debug, Clone)]
+pub(super) struct Reply {
+    /// The request number (1-based): `responseId` `mock-<id>`.
+    pub(super) id: u64,
+    /// The model in the path.
+    pub(super) model: String,
+}
+
+/// What to answer, decided from the request and the plan.
+#[derive(Debug, Clone)]
+pub(super) struct Answer {
+    pub(super) prompt_tokens: u64,
+    /// The canonical text, or what remains of it after a prefill.
+    pub(super) text: String,
+    /// Answer with the function call instead of the text.
+    pub(super) tool_call: bool,
+}
+
+impl Answer {
+    /// One token per content chunk (a function call is one chunk).
+    fn output_tokens(&self) -> u64 {
+        let count = if self.tool_call {
+            1
+        } else {
+            chunks(&self.text).len()
+        };
+        u64::try_from(count).unwrap_or(u64::MAX)
+    }
+
+    fn usage(&self) -> Value {
+        let output = self.output_tokens();
+        json!({
+            "promptTokenCount": self.prompt_tokens,
+            "candidatesTokenCount": output,
+            "totalTokenCount": self.prompt_tokens.saturating_add(output),
+        })
+    }
+}
+
+fn call_part() -> Value {
+    json!({"functionCall": {"name": TOOL_NAME, "args": {"city": "Paris"}}})
+}
+
+/// One `GenerateContentResponse` with these parts; the last one of an answer carries the
+/// finish reason and the whole usage, the others the prompt's.
+fn chunk(reply: &Reply, answer: &Answer, parts: Value, last: bool) -> Value {
+    let mut candidate = json!({"content": {"parts": parts, "role": "model"}, "index": 0});
+    let usage = if last {
+        if let Some(object) = candidate.as_object_mut() {
+            object.insert("finishReason".into(), json!("STOP"));
+        }
+        answer.usage()
+    } else {
+        json!({"promptTokenCount": answer.prompt_tokens, "totalTokenCount": answer.prompt_tokens})
+    };
+    json!({
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": reply.model,
+        "responseId": format!("mock-{}", reply.id),
+    })
+}
+
+/// The non-streamed answer.
+pub(super) fn response(reply: &Reply, answer: &Answer) -> Value {
+    let parts = if answer.tool_call {
+        json!([call_part()])
+    } else {
+        json!([{"text": answer.text}])
+    };
+    chunk(reply, answer, parts, true)
+}
+
+/// The chunks of a streamed answer: one per word (or the whole call), then a last one with
+/// the finish reason and usage.
+fn chunks_of(reply: &Reply, answer: &Answer) -> Vec<Value> {
+    let mut out: Vec<Value> = if answer.tool_call {
+        vec![chunk(reply, answer, json!([call_part()]), false)]
+    } else {
+        chunks(&answer.text)
+            .into_iter()
+            .map(|piece| chunk(reply, answer, json!([{"text": piece}]), false))
+            .collect()
+    };
+    out.push(chunk(reply, answer, json!([{"text": ""}]), true));
+    out
+}
+
+/// `:streamGenerateContent` without `alt=sse`: the chunks as one JSON array.
+pub(super) fn chunk_array(reply: &Reply, answer: &Answer) -> Value {
+    Value::Array(chunks_of(reply, answer))
+}
+
+/// `data: <json>` with the CRLF line ends Gemini's SSE uses.
+fn event(data: &Value) -> Bytes {
+    Bytes::from(format!("data: {data}\r\n\r\n"))
+}
+
+/// The SSE answer: no head, one event per chunk, the finish chunk as the tail, no terminator.
+pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
+    let mut content: Vec<Bytes> = chunks_of(reply, answer).iter().map(event).collect();
+    let tail = content.pop().into_iter().collect();
+    let inband_error = json!({
+        "error": {
+            "code": 503,
+            "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE",
+        }
+    });
+    Script {
+        head: Vec::new(),
+        content,
+        tail,
+        done: None,
+        inband_error: event(&inband_error),
+        malformed: Bytes::from_static(b"data: {this is not json\r\n\r\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply() -> Reply {
+        Reply {
+            id: 2,
+            model: "gemini-2.5-flash".into(),
+        }
+    }
+
+    fn answer(tool_call: bool) -> Answer {
+        Answer {
+            prompt_tokens: 3,
+            text: "alpha-1 bravo-2.".into(),
+            tool_call,
+        }
+    }
+
+    #[test]
+    fn response_shape() {
+        let text = response(&reply(), &answer(false));
+        assert_eq!(
+            text["candidates"][0]["content"]["parts"][0]["text"],
+            "alpha-1 bravo-2."
+        );
+        assert_eq!(text["candidates"][0]["finishReason"], "STOP");
+        assert_eq!(text["usageMetadata"]["totalTokenCount"], 5);
+        assert_eq!(text["responseId"], "mock-2");
+        let call = response(&reply(), &answer(true));
+        let part = &call["candidates"][0]["content"]["parts"][0];
+        assert_eq!(part["functionCall"]["args"]["city"], "Paris");
+    }
+
+    #[test]
+    fn stream_shape() {
+        let script = script(&reply(), &answer(false));
+        assert!(script.head.is_empty());
+        assert_eq!((script.content.len(), script.tail.len()), (2, 1));
+        let tail = String::from_utf8_lossy(&script.tail[0]).into_owned();
+        assert!(tail.contains(r#""finishReason":"STOP""#), "{tail}");
+        assert!(tail.ends_with("}\r\n\r\n"), "{tail}");
+        assert_eq!(
+            chunk_array(&reply(), &answer(true))
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
+    }
+}
