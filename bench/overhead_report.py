@@ -280,7 +280,8 @@ def report(results_path, meta_path, doc):
     L.append("```")
     L.append(f"Measuring took {meta['elapsed_s']} s. 1-minute load average before / after: "
              f"{meta.get('load_before', '?')} / {meta.get('load_after', '?')} (the benchmark itself keeps "
-             "both cores busy, so only the figure before says whether other work was running).")
+             "both cores busy, so only the figure before says whether other work was running)."
+             + (f" Mock, gateway and load generator ran at nice {meta['nice']}." if meta.get("nice") else ""))
     L.append("")
     L.append(END)
     body = "\n".join(L) + "\n"

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
@@ -64,6 +65,10 @@ pub async fn serve(
     }
     let prober = tokio::spawn(probe::run(state.routing.clone()));
     let app = router(state);
+    // Small writes (SSE chunks, headers then body) must leave at once: no Nagle.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await;

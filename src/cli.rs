@@ -32,6 +32,9 @@ pub enum Command {
         #[arg(short, long, default_value = "switchyard.toml")]
         config: PathBuf,
     },
+    /// Mock providers, the gateway and agent traffic through an outage and a recovery, in one
+    /// process: live progress, then a report.
+    Demo(crate::demo::DemoArgs),
     /// Run a fault-injecting mock provider (OpenAI and Azure wire formats).
     Mock {
         /// Port to listen on (0 picks a free one).
@@ -90,6 +93,7 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             }
             Ok(())
         }
+        Command::Demo(args) => crate::demo::run(args).await,
         Command::Mock { port, name, host } => {
             let listener = TcpListener::bind((host.as_str(), port)).await?;
             #[expect(clippy::print_stdout, reason = "scripts read the mock's address")]

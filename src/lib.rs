@@ -12,6 +12,7 @@
 //! - [`canonical`]: our own request/response/stream-event model and its translation to and from
 //!   the OpenAI, Anthropic and Gemini wire formats; token estimates and context trimming.
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
+//! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written
 //!   in batches to SQLite or PostgreSQL; read by `/admin/audit` and `switchyard audit`.
 //!
@@ -40,6 +41,7 @@ pub mod audit;
 pub mod canonical;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod metrics;
 pub mod mock;
 pub mod provider;

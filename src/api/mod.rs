@@ -5,6 +5,7 @@ mod audit;
 mod audited;
 pub mod auth;
 pub mod chat_request;
+mod dashboard;
 pub mod error;
 mod openai;
 pub mod sse;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/audit", get(audit::records))
         .route("/admin/events", get(admin::events))
         .route("/admin/targets/{*path}", post(admin::breaker))
+        .route("/dashboard", get(dashboard::page))
         .fallback(openai::not_found)
         .with_state(state)
 }

@@ -85,9 +85,14 @@ fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiErr
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn chat_completions(State(state): State<AppState>, h: HeaderMap, body: Body) -> Response {
+pub async fn chat_completions(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> Response {
     let id = request_id();
-    let resp = match serve_chat(&state, &h, body, &id).await {
+    // Taking the request whole moves its headers instead of cloning them.
+    let (parts, body) = request.into_parts();
+    let resp = match serve_chat(&state, &parts.headers, body, &id).await {
         Ok(resp) => resp,
         Err(err) => err.into_response(),
     };

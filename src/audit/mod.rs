@@ -2,7 +2,8 @@
 //! path. The request path only builds an [`AuditRecord`] and hands it to [`Audit::submit`],
 //! which never blocks: a full queue is counted (`switchyard_audit_dropped_total`) and logged.
 //!
-//! Layout: [`writer`] (the bounded queue and the batching task, started by [`start`]),
+//! Layout: [`writer`] (the bounded queue and the batching tasks, started by [`start`]; the
+//! store-owning task is `sink.rs`),
 //! `store.rs` over `sqlite.rs` and `postgres.rs` (`schema.rs` holds the table and migrations),
 //! [`query`] (what `/admin/audit` and `switchyard audit` read), [`show`] (the CLI's table).
 
@@ -10,6 +11,7 @@ mod postgres;
 pub mod query;
 mod schema;
 pub mod show;
+mod sink;
 mod sqlite;
 mod store;
 pub mod writer;

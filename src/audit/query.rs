@@ -66,7 +66,12 @@ impl AuditQuery {
         } else {
             format!(" WHERE {}", clauses.join(" AND "))
         };
-        let limit = self.limit.min(MAX_LIMIT);
+        let mut limit = self.limit.min(MAX_LIMIT);
+        if self.request_id.is_some() {
+            // One record per request: stop at the first (SQLite has no index on the id and
+            // walks back from the newest record).
+            limit = limit.min(1);
+        }
         let sql = format!(
             "SELECT {} FROM audit_records{filter} ORDER BY time_ms DESC, id DESC LIMIT {limit}",
             super::schema::COLUMNS

@@ -17,6 +17,11 @@ pub(crate) const VERSION_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS audit_schema_version (version INTEGER NOT NULL)";
 
 /// SQLite migrations: (version, SQL).
+///
+/// No index on `request_id` here: request ids are random, and every batch would dirty pages all
+/// over such an index, which SQLite's WAL writes whole at each commit (it cost the gateway ~15%
+/// of its throughput at 10k req/s, and grew with the table). A lookup by id walks the time index
+/// from the newest record back instead: fast for recent requests, a scan for old ones.
 pub(crate) const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
     1,
     "CREATE TABLE audit_records (
@@ -41,7 +46,6 @@ pub(crate) const SQLITE_MIGRATIONS: &[(i64, &str)] = &[(
         response_body TEXT
     );
     CREATE INDEX audit_records_time ON audit_records (time_ms);
-    CREATE INDEX audit_records_request_id ON audit_records (request_id);
     CREATE INDEX audit_records_route_time ON audit_records (route, time_ms);",
 )];
 

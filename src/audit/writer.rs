@@ -1,19 +1,24 @@
-//! The writer: one owned task that takes records off the bounded queue and writes them in
-//! batches, one transaction each, at least every second.
+//! The writer: the owned tasks between the request path's queue and the store.
 //!
-//! When the store fails, the batch is kept and retried with backoff while new records keep
-//! arriving; the writer holds at most [`Limits::pending_max`] records beyond the queue, and counts what
-//! it must drop in `switchyard_audit_dropped_total`. When the store answers again, writing
-//! resumes with what was kept. [`AuditWriter::shutdown`] drains the queue and flushes it all.
+//! The writer task takes records off the bounded queue into its buffer and hands them, a batch
+//! at a time, to the sink task (`sink.rs`), which owns the store and commits each batch in one
+//! transaction. While a batch is being written, the writer keeps draining the queue, so a slow
+//! commit does not fill it. Records are handed over at least every second.
+//!
+//! When the store fails, the sink retries its batch with backoff while the writer keeps
+//! buffering, up to [`Limits::pending_max`] records; beyond that the oldest are dropped and
+//! counted in `switchyard_audit_dropped_total`. When the store answers again, writing resumes
+//! with what was kept. [`AuditWriter::shutdown`] drains the queue and flushes it all.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
+use tokio::time::{interval, Instant, MissedTickBehavior};
 
+use super::sink::Sink;
 use super::store::{self, Store};
 use super::{Audit, AuditError, AuditRecord};
 use crate::config::{AuditConfig, AuditStore};
@@ -51,20 +56,12 @@ impl Default for Limits {
     }
 }
 
-const BACKOFF_MIN: Duration = Duration::from_millis(250);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// What the writer shares with `/admin/status` and `/admin/audit`.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub store: AuditStore,
     pub written: AtomicU64,
+    /// Taken off the queue, not yet written or dropped.
     pub pending: AtomicU64,
     pub failing: AtomicBool,
     /// The last store error and when (Unix ms).
@@ -73,7 +70,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn drop_records(&self, n: usize, why: &'static str) {
+    pub fn drop_records(&self, n: usize, why: &'static str) {
         let total = self.dropped.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         tracing::error!(
             dropped = n,
@@ -93,7 +90,7 @@ pub struct AuditWriter {
 
 impl AuditWriter {
     /// Stop taking records, write everything queued, and return when it is written (or, with
-    /// a store that stays down, counted as dropped after a few seconds of retries).
+    /// a store that stays down, counted as dropped after [`Limits::shutdown_retry_for`]).
     pub async fn shutdown(self) {
         let Some((stop, task)) = self.running else {
             return;
@@ -134,16 +131,29 @@ pub async fn start_with(
     });
     let (tx, rx) = mpsc::channel(limits.queue.max(1));
     let audit = Audit::new(tx, shared.dropped.clone(), config.bodies).with_shared(shared.clone());
+    // One batch in the sink's hands at a time; the next waits in the writer's buffer.
+    let (batches, batches_rx) = mpsc::channel(1);
+    let give_up = Arc::new(OnceLock::new());
+    let sink = tokio::spawn(
+        Sink {
+            store,
+            shared: shared.clone(),
+            batches: batches_rx,
+            retention: config.retention,
+            prune_every: limits.prune_every,
+            give_up: give_up.clone(),
+        }
+        .run(),
+    );
     let (stop, stopped) = oneshot::channel();
     let writer = Writer {
-        store,
         shared,
         rx,
         pending: Vec::new(),
-        retention: config.retention,
+        batches,
+        sink,
+        give_up,
         limits,
-        retry_at: None,
-        backoff: BACKOFF_MIN,
     };
     let task = tokio::spawn(writer.run(stopped));
     tracing::info!(store = store::kind(&config.store), "audit log started");
@@ -156,144 +166,98 @@ pub async fn start_with(
 }
 
 struct Writer {
-    store: Store,
     shared: Arc<Shared>,
     rx: mpsc::Receiver<AuditRecord>,
-    /// Taken off the queue, not yet written (oldest first).
+    /// Taken off the queue, not yet handed to the sink (oldest first).
     pending: Vec<AuditRecord>,
-    retention: Option<Duration>,
+    batches: mpsc::Sender<Vec<AuditRecord>>,
+    sink: JoinHandle<()>,
+    give_up: Arc<OnceLock<Instant>>,
     limits: Limits,
-    /// While the store fails: no write before this.
-    retry_at: Option<Instant>,
-    backoff: Duration,
 }
 
 impl Writer {
     async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         let batch = self.limits.batch.max(1);
-        let tick = |d: Duration| interval(d.max(Duration::from_millis(1)));
-        let mut flush = tick(self.limits.flush_every);
+        let mut flush = interval(self.limits.flush_every.max(Duration::from_millis(1)));
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut prune = tick(self.limits.prune_every);
-        prune.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut buf = Vec::with_capacity(batch);
+        let batches = self.batches.clone();
+        // A tick makes whatever is pending due; a full batch is due at once.
+        let mut due = false;
         loop {
+            let ready = !self.pending.is_empty() && (due || self.pending.len() >= batch);
             tokio::select! {
                 n = self.rx.recv_many(&mut buf, batch) => {
                     if n == 0 {
                         break;
                     }
                     self.take(&mut buf);
-                    if self.pending.len() >= batch {
-                        self.flush().await;
-                    }
                 }
-                _ = flush.tick() => self.flush().await,
-                _ = prune.tick(), if self.retention.is_some() => self.prune().await,
+                permit = batches.reserve(), if ready => {
+                    let Ok(permit) = permit else {
+                        break;
+                    };
+                    let n = self.pending.len().min(batch);
+                    permit.send(self.pending.drain(..n).collect());
+                    due &= !self.pending.is_empty();
+                }
+                _ = flush.tick() => due = true,
                 _ = &mut stop => break,
             }
         }
+        drop(batches);
         self.drain().await;
     }
 
     fn take(&mut self, buf: &mut Vec<AuditRecord>) {
+        self.shared
+            .pending
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.pending.append(buf);
         if self.pending.len() > self.limits.pending_max {
             let excess = self.pending.len() - self.limits.pending_max;
             self.pending.drain(..excess);
+            self.shared
+                .pending
+                .fetch_sub(excess as u64, Ordering::Relaxed);
             self.shared.drop_records(
                 excess,
-                "audit store failing and the writer's buffer is full",
+                "audit store too slow or failing; the writer's buffer is full",
             );
         }
-        self.publish_pending();
     }
 
-    fn publish_pending(&self) {
-        self.shared
-            .pending
-            .store(self.pending.len() as u64, Ordering::Relaxed);
-    }
-
-    /// Write everything pending, a batch at a time, unless backing off after a failure.
-    async fn flush(&mut self) {
-        if self.retry_at.is_some_and(|t| Instant::now() < t) {
-            return;
-        }
-        while !self.pending.is_empty() {
-            let n = self.pending.len().min(self.limits.batch.max(1));
-            match self.store.write(&self.pending[..n]).await {
-                Ok(()) => {
-                    self.pending.drain(..n);
-                    self.publish_pending();
-                    self.shared.written.fetch_add(n as u64, Ordering::Relaxed);
-                    if self.shared.failing.swap(false, Ordering::Relaxed) {
-                        tracing::info!("audit store is back; writing resumed");
-                    }
-                    self.retry_at = None;
-                    self.backoff = BACKOFF_MIN;
-                }
-                Err(e) => {
-                    self.failed(&e, "write");
-                    self.retry_at = Some(Instant::now() + self.backoff);
-                    self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn failed(&self, e: &AuditError, op: &'static str) {
-        self.shared.failing.store(true, Ordering::Relaxed);
-        *self
-            .shared
-            .last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((e.to_string(), now_ms()));
-        tracing::warn!(
-            op,
-            error = %e,
-            pending = self.pending.len(),
-            retry_in_ms = self.backoff.as_millis() as u64,
-            "audit store failed; records are kept and retried"
-        );
-    }
-
-    async fn prune(&mut self) {
-        let Some(retention) = self.retention else {
-            return;
-        };
-        let before = now_ms().saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(0));
-        match self.store.prune(before).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "audit log: old records pruned"),
-            Err(e) => self.failed(&e, "prune"),
-        }
-    }
-
-    /// Shutdown: take what is still queued, write it all, retrying a failing store a while.
+    /// Shutdown: take what is still queued, hand it all to the sink, and wait for the sink to
+    /// write it (retrying a failing store until the deadline).
     async fn drain(mut self) {
         self.rx.close();
+        let mut buf = Vec::new();
         while let Some(r) = self.rx.recv().await {
-            self.pending.push(r);
+            buf.push(r);
         }
-        let give_up = Instant::now() + self.limits.shutdown_retry_for;
-        loop {
-            self.retry_at = None;
-            self.flush().await;
-            if self.pending.is_empty() {
-                break;
-            }
-            let now = Instant::now();
-            if now >= give_up {
+        self.take(&mut buf);
+        let _ = self
+            .give_up
+            .set(Instant::now() + self.limits.shutdown_retry_for);
+        let batch = self.limits.batch.max(1);
+        while !self.pending.is_empty() {
+            let n = self.pending.len().min(batch);
+            let chunk: Vec<_> = self.pending.drain(..n).collect();
+            if self.batches.send(chunk).await.is_err() {
+                // The sink is gone (it panicked): what is left cannot be written.
+                let left = n + self.pending.len();
                 self.shared
-                    .drop_records(self.pending.len(), "audit store unavailable at shutdown");
-                self.pending.clear();
+                    .pending
+                    .fetch_sub(left as u64, Ordering::Relaxed);
+                self.shared.drop_records(left, "audit sink stopped");
                 break;
             }
-            sleep(self.backoff.min(give_up - now)).await;
         }
-        self.publish_pending();
+        drop(self.batches);
+        if let Err(e) = self.sink.await {
+            tracing::error!(error = %e, "audit sink task failed");
+        }
         tracing::info!(
             written = self.shared.written.load(Ordering::Relaxed),
             dropped = self.shared.dropped.load(Ordering::Relaxed),

@@ -55,29 +55,41 @@ pub struct Conversation {
 /// What one turn sends.
 #[derive(Debug)]
 pub struct Turn {
-    pub route: &'static str,
+    /// The chat request.
     pub body: Value,
+    /// Whether it asks for a stream.
     pub stream: bool,
+    /// Whether it must answer with a tool call (a planning turn).
     pub tool_step: bool,
 }
 
 /// What came back, checked.
 #[derive(Debug, Clone)]
 pub enum Answer {
+    /// The assistant's text.
     Text(String),
+    /// A `get_weather` call with its id and JSON arguments.
     ToolCall { id: String, arguments: String },
 }
 
 /// One client request's outcome as the client saw it.
 #[derive(Debug, Clone)]
 pub struct Outcome {
+    /// A complete, correct answer arrived.
     pub ok: bool,
+    /// What was wrong otherwise.
     pub error: Option<String>,
+    /// From sending to the answer's end.
     pub latency: Duration,
+    /// `x-switchyard-target`: who answered.
     pub target: Option<String>,
+    /// `x-switchyard-attempts`.
     pub attempts: u32,
+    /// `x-switchyard-hedged: true`.
     pub hedged: bool,
+    /// The request asked for a stream.
     pub stream: bool,
+    /// The request was a planning turn (a tool call was due).
     pub tool_step: bool,
 }
 
@@ -103,8 +115,7 @@ impl Conversation {
         } else {
             ASKS[rng.usize(..ASKS.len())]
         };
-        self.messages
-            .push(json!({"role": "user", "content": text}));
+        self.messages.push(json!({"role": "user", "content": text}));
     }
 
     /// Whether there is more to say.
@@ -128,7 +139,6 @@ impl Conversation {
             body["tools"] = tools();
         }
         Turn {
-            route,
             body,
             stream,
             tool_step: self.plan_with_tool,
@@ -196,7 +206,9 @@ pub async fn send(client: &reqwest::Client, base: &str, turn: &Turn) -> (Outcome
                     .map(str::to_owned)
             };
             outcome.target = h(headers::TARGET);
-            outcome.attempts = h(headers::ATTEMPTS).and_then(|a| a.parse().ok()).unwrap_or(0);
+            outcome.attempts = h(headers::ATTEMPTS)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(0);
             outcome.hedged = h(headers::HEDGED).as_deref() == Some("true");
             let status = resp.status();
             match resp.bytes().await {
@@ -212,11 +224,9 @@ pub async fn send(client: &reqwest::Client, base: &str, turn: &Turn) -> (Outcome
         .and_then(|a| match (&a, turn.tool_step) {
             (Answer::Text(t), false) if *t == canonical_text(12, 0) => Ok(a),
             (Answer::Text(t), _) => Err(format!("unexpected answer text: {t:.60}")),
-            (Answer::ToolCall { arguments, .. }, true) => {
-                serde_json::from_str::<Value>(arguments)
-                    .map(|_| a.clone())
-                    .map_err(|e| format!("tool call arguments are not JSON: {e}"))
-            }
+            (Answer::ToolCall { arguments, .. }, true) => serde_json::from_str::<Value>(arguments)
+                .map(|_| a.clone())
+                .map_err(|e| format!("tool call arguments are not JSON: {e}")),
             (Answer::ToolCall { .. }, false) => Err("a tool call where text was due".to_owned()),
         })
         .map_err(|e| outcome.error = Some(e))
@@ -246,7 +256,10 @@ fn check_json(body: &[u8]) -> Result<Answer, String> {
 fn check_stream(body: &str) -> Result<Answer, String> {
     let (mut text, mut id, mut arguments) = (String::new(), String::new(), String::new());
     let (mut finish, mut done) = (None::<String>, false);
-    for data in body.split("\n\n").filter_map(|e| e.trim().strip_prefix("data: ")) {
+    for data in body
+        .split("\n\n")
+        .filter_map(|e| e.trim().strip_prefix("data: "))
+    {
         if data == "[DONE]" {
             done = true;
             continue;
@@ -284,7 +297,7 @@ mod tests {
         let mut c = Conversation::new(&mut rng);
         c.plan_with_tool = true;
         let t = c.turn(&mut rng);
-        assert_eq!(t.route, TOOLS_ROUTE);
+        assert_eq!(t.body["model"], TOOLS_ROUTE);
         assert_eq!(t.body["tool_choice"], "required");
         c.absorb(
             Answer::ToolCall {
@@ -294,7 +307,7 @@ mod tests {
             &mut rng,
         );
         let t = c.turn(&mut rng);
-        assert_eq!(t.route, CHAT_ROUTE);
+        assert_eq!(t.body["model"], CHAT_ROUTE);
         let messages = t.body["messages"].as_array().map(Vec::len).unwrap_or(0);
         assert_eq!(t.body["messages"][messages - 1]["role"], "tool");
         assert!(t.body.get("tools").is_some());

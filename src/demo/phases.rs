@@ -32,10 +32,15 @@ pub fn backup_base() -> FaultPlan {
 /// One phase of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// All is well.
     Healthy,
+    /// A heavy latency tail on the primary.
     LatencySpike,
+    /// The primary answers 503 to everything.
     Outage,
+    /// The primary answers, but a share of calls still fail.
     PartialRecovery,
+    /// The primary is healthy again.
     Recovery,
 }
 
@@ -71,10 +76,10 @@ impl Kind {
                 "openai-primary answers 503: requests fail over, its breaker opens, no client sees an error"
             }
             Kind::PartialRecovery => {
-                "openai-primary is back but 15% of its calls fail: probes and the ramp keep traffic from bouncing"
+                "openai-primary is back but 20% of its calls fail: probes test it first, traffic returns gradually, a failing ramp reopens it for longer"
             }
             Kind::Recovery => {
-                "openai-primary is healthy: half-open, probes pass, closed, traffic ramps back"
+                "openai-primary is healthy: the last hold ends, probes pass, traffic ramps back to it"
             }
         }
     }
@@ -105,7 +110,7 @@ impl Kind {
             },
             Kind::PartialRecovery => FaultPlan {
                 status: Some(503),
-                error_rate: 0.15,
+                error_rate: 0.2,
                 seed: 42,
                 ..base
             },
@@ -116,8 +121,11 @@ impl Kind {
 /// A phase with its place in time, from the demo's start.
 #[derive(Debug, Clone, Copy)]
 pub struct Scheduled {
+    /// Which phase.
     pub kind: Kind,
+    /// When it starts.
     pub start: Duration,
+    /// When the next one starts.
     pub end: Duration,
 }
 
@@ -141,12 +149,12 @@ pub fn schedule(duration: Duration) -> Vec<Scheduled> {
         .collect()
 }
 
-/// The index of the phase running at `elapsed` (the last one after the end).
+/// The index of the phase running at `elapsed`; after the end, the number of phases.
 pub fn index_at(schedule: &[Scheduled], elapsed: Duration) -> usize {
     schedule
         .iter()
         .position(|p| elapsed < p.end)
-        .unwrap_or(schedule.len().saturating_sub(1))
+        .unwrap_or(schedule.len())
 }
 
 #[cfg(test)]
@@ -162,7 +170,7 @@ mod tests {
         assert!(s.windows(2).all(|w| w[0].end == w[1].start));
         assert_eq!(s[1].start, Duration::from_secs(9));
         assert_eq!(index_at(&s, Duration::from_secs(10)), 1);
-        assert_eq!(index_at(&s, Duration::from_secs(61)), 4);
+        assert_eq!(index_at(&s, Duration::from_secs(61)), 5);
         for k in Kind::ALL {
             assert!(k.primary_plan().validate().is_ok(), "{}", k.name());
         }

@@ -25,24 +25,34 @@ pub struct Progress {
     /// Plain mode: when the next status line is due.
     next_plain: Duration,
     plain_every: Duration,
+    /// Terminal columns.
+    width: usize,
 }
 
 /// What the status line shows.
 #[derive(Debug)]
 pub struct Status<'a> {
+    /// Since the demo's start.
     pub elapsed: Duration,
+    /// The demo's length.
     pub total: Duration,
+    /// The phase's name.
     pub phase: &'a str,
+    /// The clients' numbers so far.
     pub stats: &'a PhaseStats,
+    /// The gateway's counters so far.
     pub counters: &'a Counters,
+    /// Breaker states now.
     pub targets: &'a [TargetStatus],
 }
 
 impl Progress {
     /// A display for stdout; plain lines every `plain_every` when it is not a terminal.
     pub fn new(plain_every: Duration) -> Progress {
+        let tty = std::io::stdout().is_terminal();
         Progress {
-            tty: std::io::stdout().is_terminal(),
+            tty,
+            width: if tty { terminal_width() } else { usize::MAX },
             drawn: false,
             next_plain: Duration::ZERO,
             plain_every,
@@ -58,12 +68,7 @@ impl Progress {
     }
 
     fn state(&self, state: &str) -> String {
-        let colour = match state {
-            "open" => RED,
-            "half_open" => YELLOW,
-            _ => GREEN,
-        };
-        self.paint(colour, state)
+        self.paint(state_colour(state), state)
     }
 
     /// Print a line above the status line.
@@ -85,7 +90,11 @@ impl Progress {
             total.as_secs_f64(),
             p.kind.name()
         );
-        let text = format!("{}  {}", self.paint(BOLD, &head), self.paint(DIM, p.kind.story()));
+        let text = format!(
+            "{}  {}",
+            self.paint(BOLD, &head),
+            self.paint(DIM, p.kind.story())
+        );
         self.line(&text);
         self.next_plain = p.start;
     }
@@ -116,48 +125,116 @@ impl Progress {
         } else {
             st.ok as f64 * 100.0 / st.requests as f64
         };
-        let breakers: Vec<String> = s
+        let c = s.counters;
+        let n = |v: f64| v.max(0.0).round() as u64;
+        let mut parts: Vec<(String, Option<&str>)> = vec![
+            (
+                format!(
+                    "[{:>5.1}s/{:.0}s] ",
+                    s.elapsed.as_secs_f64(),
+                    s.total.as_secs_f64()
+                ),
+                None,
+            ),
+            (s.phase.to_owned(), Some(BOLD)),
+            (
+                format!(
+                    " | {} req, {success:.1}% ok | {} failovers | hedges {}/{} won | ",
+                    st.requests,
+                    n(c.failovers),
+                    n(c.hedges_won),
+                    n(c.hedges_fired),
+                ),
+                None,
+            ),
+        ];
+        let mut any = false;
+        let troubled = s
             .targets
             .iter()
-            .filter(|t| t.breaker.state != "closed" || t.breaker.traffic_share < 1.0)
-            .map(|t| {
-                let ramp = if t.breaker.state == "closed" {
-                    format!(" {:.0}%", t.breaker.traffic_share * 100.0)
-                } else {
-                    String::new()
-                };
-                format!("{} {}{ramp}", t.target, self.state(&t.breaker.state))
-            })
-            .collect();
-        let breakers = if breakers.is_empty() {
-            self.state("all closed")
-        } else {
-            breakers.join(", ")
-        };
-        let text = format!(
-            "[{:>5.1}s] {:<16} requests {:>5}  ok {:>5.1}%  failovers {:>4}  hedges {}/{}  breakers: {breakers}",
-            s.elapsed.as_secs_f64(),
-            s.phase,
-            st.requests,
-            success,
-            s.counters.failovers,
-            s.counters.hedges_won,
-            s.counters.hedges_fired,
-        );
+            .filter(|t| t.breaker.state != "closed" || t.breaker.traffic_share < 1.0);
+        for t in troubled {
+            let sep = if any { ", " } else { "" };
+            parts.push((format!("{sep}{} ", t.target), None));
+            parts.push((
+                t.breaker.state.clone(),
+                Some(state_colour(&t.breaker.state)),
+            ));
+            if t.breaker.state == "closed" {
+                let share = t.breaker.traffic_share * 100.0;
+                parts.push((format!(" (ramp {share:.0}%)"), None));
+            }
+            any = true;
+        }
+        if !any {
+            parts.push(("breakers closed".to_owned(), Some(GREEN)));
+        }
         if self.tty {
-            print!("\r\x1b[2K{text}");
+            print!("\r\x1b[2K{}", fit(&parts, self.width.saturating_sub(1)));
             self.drawn = true;
             let _ = std::io::stdout().flush();
         } else {
+            let text: String = parts.into_iter().map(|(t, _)| t).collect();
             println!("{text}");
             self.next_plain = s.elapsed + self.plain_every;
         }
     }
 
     /// Leave the status line on screen and move below it.
+    #[expect(clippy::print_stdout, reason = "the demo's display")]
     pub fn finish(&mut self) {
         if self.tty && self.drawn {
-            self.line("");
+            println!();
+            self.drawn = false;
         }
     }
+}
+
+fn state_colour(state: &str) -> &'static str {
+    match state {
+        "open" => RED,
+        "half_open" => YELLOW,
+        _ => GREEN,
+    }
+}
+
+/// The coloured segments, cut to `width` visible characters (a wrapped status line could not
+/// be redrawn in place).
+fn fit(parts: &[(String, Option<&str>)], width: usize) -> String {
+    let mut out = String::new();
+    let mut left = width;
+    for (text, colour) in parts {
+        let piece: String = text.chars().take(left).collect();
+        left -= piece.chars().count();
+        match colour {
+            Some(c) => out.push_str(&format!("{c}{piece}{RESET}")),
+            None => out.push_str(&piece),
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    out
+}
+
+/// The terminal's width: `$COLUMNS`, else what `stty size` says about the terminal, else 100.
+fn terminal_width() -> usize {
+    let from_env = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok());
+    from_env
+        .or_else(|| {
+            let tty = std::fs::File::open("/dev/tty").ok()?;
+            let out = std::process::Command::new("stty")
+                .arg("size")
+                .stdin(tty)
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .filter(|w| *w >= 20)
+        .unwrap_or(100)
 }

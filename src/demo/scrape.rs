@@ -17,7 +17,9 @@ pub struct Counters {
     pub failovers_breaker_open: f64,
     /// Breaker transitions by new state.
     pub transitions: BTreeMap<String, f64>,
+    /// Hedges started.
     pub hedges_fired: f64,
+    /// Hedges that answered first.
     pub hedges_won: f64,
 }
 
@@ -76,8 +78,11 @@ impl Counters {
     }
 }
 
+/// A sample's labels, in order.
+type Labels = Vec<(String, String)>;
+
 /// One sample line: name, labels, value. Comments and malformed lines are `None`.
-fn parse_line(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+fn parse_line(line: &str) -> Option<(&str, Labels, f64)> {
     if line.starts_with('#') || line.trim().is_empty() {
         return None;
     }
@@ -97,7 +102,11 @@ fn parse_line(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
         let mut val = String::new();
         while let Some(c) = chars.next() {
             match c {
-                '\\' => val.push(chars.next().map_or('\\', |e| if e == 'n' { '\n' } else { e })),
+                '\\' => val.push(
+                    chars
+                        .next()
+                        .map_or('\\', |e| if e == 'n' { '\n' } else { e }),
+                ),
                 '"' => break,
                 c => val.push(c),
             }
@@ -110,14 +119,18 @@ fn parse_line(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
 /// One target in `/admin/status`, as far as the demo cares.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TargetStatus {
+    /// `provider/model`.
     pub target: String,
+    /// Its breaker.
     pub breaker: BreakerStatus,
 }
 
 /// A target's breaker in `/admin/status`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BreakerStatus {
+    /// `closed`, `half_open` or `open`.
     pub state: String,
+    /// Share of user traffic admitted (below 1 while ramping).
     #[serde(default)]
     pub traffic_share: f64,
 }
@@ -130,11 +143,17 @@ struct Status {
 /// One event from `/admin/events`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Event {
+    /// Sequence number, for `?since=`.
     pub seq: u64,
+    /// Unix milliseconds.
     pub time_ms: u64,
+    /// `failover`, `breaker` or `hedge`.
     pub kind: String,
+    /// The target it is about.
     pub target: String,
+    /// The next target, the new breaker state or the hedge outcome.
     pub to: String,
+    /// Why.
     pub reason: String,
 }
 
@@ -161,6 +180,11 @@ impl Scraper {
             client,
             base: base.to_owned(),
         })
+    }
+
+    /// The gateway's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     async fn get(&self, path: &str) -> Option<bytes::Bytes> {

@@ -24,7 +24,9 @@ const BACKUP_DEPLOYMENTS: [&str; 2] = ["gpt-4o-prod", "gpt-4o-tools-prod"];
 
 /// The two mock providers.
 pub struct Mocks {
+    /// `openai-primary`, OpenAI wire format.
     pub primary: MockServer,
+    /// `azure-backup`, Azure OpenAI wire format.
     pub backup: MockServer,
 }
 
@@ -71,7 +73,7 @@ fn scaled(d: Duration, scale: f64, floor: Duration) -> String {
 }
 
 /// The demo's config. Breaker timings are the contract's defaults shrunk to the demo's length
-/// (a 60 s demo holds a tripped target 4 s, probes every 1.5 s, ramps over 4 s); the retry
+/// (a 60 s demo holds a tripped target 4 s, probes every 1.5 s, ramps over 5 s); the retry
 /// budget is roomier than the default so that the scripted outage never spends it.
 pub fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) -> String {
     let s = duration.as_secs_f64() / 60.0;
@@ -80,7 +82,7 @@ pub fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) -> String
     let open_for = scaled(Duration::from_secs(4), s, ms(500));
     let open_for_max = scaled(Duration::from_secs(8), s, ms(1000));
     let probe_interval = scaled(ms(1500), s, ms(200));
-    let ramp = scaled(Duration::from_secs(4), s, ms(500));
+    let ramp = scaled(Duration::from_secs(5), s, ms(500));
     let audit = audit_db.display().to_string().replace('\\', "/");
     format!(
         r#"# The config `switchyard demo` ran with (mock providers on this machine, no keys).

@@ -19,12 +19,19 @@ const MAX_IN_FLIGHT_PER_RPS: usize = 20;
 /// What the clients saw during one phase.
 #[derive(Debug, Clone)]
 pub struct PhaseStats {
+    /// Requests sent.
     pub requests: u64,
+    /// Of those, answered in full and correctly.
     pub ok: u64,
+    /// Answered by the primary.
     pub on_primary: u64,
+    /// Answered by a hedge.
     pub hedged: u64,
+    /// Needed more than one upstream attempt.
     pub retried: u64,
+    /// Streamed.
     pub streams: u64,
+    /// Planning turns answered with a tool call.
     pub tool_steps: u64,
     /// Whole-answer latency in microseconds.
     pub latency: Histogram<u64>,
@@ -76,8 +83,13 @@ impl PhaseStats {
         self.streams += other.streams;
         self.tool_steps += other.tool_steps;
         let _ = self.latency.add(&other.latency);
-        self.errors
-            .extend(other.errors.iter().take(5 - self.errors.len().min(5)).cloned());
+        self.errors.extend(
+            other
+                .errors
+                .iter()
+                .take(5 - self.errors.len().min(5))
+                .cloned(),
+        );
     }
 
     /// An empty set of numbers.
@@ -186,12 +198,8 @@ async fn generate(
         let taken = idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
         let mut conversation = taken.unwrap_or_else(|| Conversation::new(&mut rng));
         let mut turn_rng = fastrand::Rng::with_seed(rng.u64(..));
-        let (client, base, idle, recorder) = (
-            client.clone(),
-            base.clone(),
-            idle.clone(),
-            recorder.clone(),
-        );
+        let (client, base, idle, recorder) =
+            (client.clone(), base.clone(), idle.clone(), recorder.clone());
         let started_in = phase();
         in_flight.spawn(async move {
             let turn = conversation.turn(&mut turn_rng);

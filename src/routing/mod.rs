@@ -18,6 +18,7 @@ pub mod health;
 pub mod hedge;
 pub mod plan;
 pub mod probe;
+mod race;
 pub mod relay;
 pub mod stream;
 

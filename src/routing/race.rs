@@ -1,0 +1,518 @@
+//! The race behind [`super::dispatch::dispatch`]: the state of one client request between its
+//! attempts. An attempt that fails is classified and the next one scheduled (`next_at`); a slow
+//! one is raced by a hedge (`hedge_at`); the first good answer wins and the attempts still
+//! running are dropped, which closes their connections.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use tokio::time::Instant;
+
+use super::attempt::{call_full, call_stream};
+use super::continuation::{Continuation, Mode, Splicer};
+use super::dispatch::{Answer, AttemptRecord, Outcome, Request};
+use super::failover::{AttemptError, NextStep};
+use super::health::Verdict;
+use super::hedge::{self, HedgeOutcome};
+use super::plan::{failure, jittered, pick_target, Cursor, Pick};
+use super::relay::{relay, RelayContext};
+use super::{Route, Target};
+use crate::config::MidStream;
+use crate::metrics::names;
+
+/// One attempt that finished (answered or failed).
+pub(super) struct Done {
+    /// Which launch this was (its position in launch order).
+    seq: usize,
+    idx: usize,
+    start: Instant,
+    hedge: bool,
+    result: Result<Answer, AttemptError>,
+}
+
+/// Start one attempt on target `idx`, bounded by `deadline`.
+pub(super) fn launch<'a>(
+    route: &'a Arc<Route>,
+    req: &'a Request,
+    started: Instant,
+    seq: usize,
+    idx: usize,
+    hedge: bool,
+    deadline: Instant,
+) -> BoxFuture<'a, Done> {
+    async move {
+        let policy = &route.config.failover;
+        let target = &route.targets[idx];
+        let start = Instant::now();
+        let attempt_deadline = deadline.min(start + policy.attempt_timeout);
+        let body = req.chat.upstream_body(&target.config.model, None);
+        let result = if req.chat.stream {
+            let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
+            call_stream(
+                target,
+                body,
+                req.chat.client_wants_usage,
+                first_token_deadline,
+            )
+            .await
+            .map(|committed| {
+                let ttft = start.elapsed();
+                target.health.first_token(Instant::now(), ttft);
+                let (tx, report) = tokio::sync::oneshot::channel();
+                let continuation =
+                    (policy.mid_stream == MidStream::Continue).then(|| Continuation {
+                        route: route.clone(),
+                        chat: req.chat.clone(),
+                        tried: vec![idx],
+                        splicer: Splicer {
+                            mode: Mode::Original,
+                        },
+                    });
+                let ctx = RelayContext {
+                    request_id: req.id.clone(),
+                    route: route.clone(),
+                    target_idx: idx,
+                    attempt_start: start,
+                    request_start: started,
+                    continuation,
+                    report: Some(tx),
+                };
+                Answer::Stream {
+                    body: relay(committed, ctx).boxed(),
+                    ttft,
+                    report,
+                }
+            })
+        } else {
+            let result = call_full(target, body, attempt_deadline, false).await;
+            if result.is_ok() {
+                // A stream's attempt is judged when it ends (see `stream::relay`).
+                target
+                    .health
+                    .attempt(Instant::now(), Verdict::Ok, start.elapsed());
+            }
+            result.map(|(body, usage)| Answer::Full { body, usage })
+        };
+        Done {
+            seq,
+            idx,
+            start,
+            hedge,
+            result,
+        }
+    }
+    .boxed()
+}
+
+/// What trying to start the next sequential attempt did.
+pub(super) enum Launch {
+    /// An attempt is running.
+    Started,
+    /// The chosen target frees up later (`next_at` is set).
+    Later,
+    /// Nothing more can start (no target, or the retry budget is spent).
+    Stop,
+}
+
+/// One request's race.
+pub(super) struct Race<'a> {
+    route: &'a Arc<Route>,
+    req: &'a Request,
+    started: Instant,
+    deadline: Instant,
+    max_attempts: usize,
+    max_parallel: usize,
+    path: Vec<AttemptRecord>,
+    skipped: Vec<Arc<Target>>,
+    errors: Vec<AttemptError>,
+    cur: Cursor<'a>,
+    budget_spent: bool,
+    launched: usize,
+    hedged: bool,
+    /// (target index, start, launch seq) of each attempt in flight.
+    pub(super) running: Vec<(usize, Instant, usize)>,
+    /// When the next sequential attempt starts.
+    pub(super) next_at: Option<Instant>,
+    /// When the next hedge fires.
+    pub(super) hedge_at: Option<Instant>,
+}
+
+impl<'a> Race<'a> {
+    pub(super) fn new(route: &'a Arc<Route>, req: &'a Request) -> Self {
+        let policy = &route.config.failover;
+        let hedging = &route.config.hedge;
+        let started = Instant::now();
+        let timeout = req
+            .timeout
+            .map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
+        route.budget.deposit(started);
+        Race {
+            route,
+            req,
+            started,
+            deadline: started + timeout,
+            max_attempts: if req.failover {
+                policy.max_attempts.get() as usize
+            } else {
+                1
+            },
+            max_parallel: if req.failover && hedging.enabled {
+                hedging.max_parallel.get() as usize
+            } else {
+                1
+            },
+            path: Vec::new(),
+            skipped: Vec::new(),
+            errors: Vec::new(),
+            cur: Cursor::new(policy.same_target_retries),
+            budget_spent: false,
+            launched: 0,
+            hedged: false,
+            running: Vec::new(),
+            next_at: Some(started),
+            hedge_at: None,
+        }
+    }
+
+    pub(super) fn can_launch(&self) -> bool {
+        self.launched < self.max_attempts && Instant::now() < self.deadline
+    }
+
+    fn start(
+        &mut self,
+        in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>,
+        idx: usize,
+        hedge: bool,
+    ) {
+        let now = Instant::now();
+        in_flight.push(launch(
+            self.route,
+            self.req,
+            self.started,
+            self.launched,
+            idx,
+            hedge,
+            self.deadline,
+        ));
+        self.running.push((idx, now, self.launched));
+        self.launched += 1;
+        if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
+            let policy = &self.route.config;
+            let d = hedge::delay(
+                &policy.hedge,
+                &policy.failover,
+                &self.route.targets[idx],
+                self.req.chat.stream,
+                now,
+            );
+            self.hedge_at = Some(self.hedge_at.map_or(now + d, |h| h.min(now + d)));
+        }
+    }
+
+    /// Start the next sequential attempt (the first, a retry, or a failover).
+    pub(super) fn launch_next(
+        &mut self,
+        in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>,
+    ) -> Launch {
+        self.next_at = None;
+        let route = self.route;
+        let same = route.config.failover.same_target_retries;
+        let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
+        let pick = if self.req.failover {
+            pick_target(
+                route,
+                &self.cur,
+                self.cur.idx,
+                &busy,
+                self.deadline,
+                &mut self.skipped,
+            )
+        } else {
+            Some(Pick::Now(0))
+        };
+        let i = match pick {
+            None => return Launch::Stop,
+            Some(Pick::Now(i)) => i,
+            Some(Pick::After(i, wait)) => {
+                // Only parked targets remain: wait for the one that frees up first.
+                self.cur.move_to(i, same);
+                self.next_at = Some(Instant::now() + wait);
+                return Launch::Later;
+            }
+        };
+        if self.path.is_empty() && self.running.is_empty() && i != self.cur.idx {
+            if let (Some(from), Some(to)) = (self.skipped.last(), route.targets.get(i)) {
+                route.count_failover(from, to, "breaker_open");
+            }
+        }
+        self.cur.move_to(i, same);
+        if self.launched > 0 && !route.budget.try_withdraw(Instant::now()) {
+            route.metrics.inc(
+                names::RETRY_BUDGET_EXHAUSTED,
+                &[("route", &route.config.name)],
+            );
+            self.budget_spent = true;
+            return Launch::Stop;
+        }
+        self.start(in_flight, i, false);
+        Launch::Started
+    }
+
+    /// The hedge delay passed with the attempts still running: race one more.
+    pub(super) fn fire_hedge(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) {
+        self.hedge_at = None;
+        let route = self.route;
+        if self.running.len() >= self.max_parallel || !self.can_launch() {
+            return;
+        }
+        if !route
+            .budget
+            .try_hedge(Instant::now(), route.config.hedge.budget)
+        {
+            route.hedges.count(HedgeOutcome::SkippedBudget);
+            return;
+        }
+        let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
+        let from = busy.iter().max().map_or(self.cur.idx, |m| m + 1);
+        let mut passed_over = Vec::new();
+        // Never hedge to a target whose breaker is open or that is parked.
+        let i = match pick_target(
+            route,
+            &self.cur,
+            from,
+            &busy,
+            self.deadline,
+            &mut passed_over,
+        ) {
+            Some(Pick::Now(i))
+                if !passed_over
+                    .iter()
+                    .any(|s| Arc::ptr_eq(s, &route.targets[i])) =>
+            {
+                i
+            }
+            _ => {
+                route.hedges.count(HedgeOutcome::SkippedNoTarget);
+                return;
+            }
+        };
+        tracing::info!(
+            request_id = %self.req.id, route = %route.config.name, to = %route.targets[i].id(),
+            "hedge fired"
+        );
+        route.hedges.count(HedgeOutcome::Fired);
+        self.hedged = true;
+        self.cur
+            .move_to(i, route.config.failover.same_target_retries);
+        self.start(in_flight, i, true);
+    }
+
+    fn record_running(&mut self, outcome: &'static str) {
+        for (idx, start, _) in std::mem::take(&mut self.running) {
+            let target = &self.route.targets[idx];
+            self.path.push(record(
+                target,
+                self.started,
+                start,
+                start.elapsed(),
+                outcome,
+                None,
+            ));
+        }
+    }
+
+    /// An attempt ended. `Some` is the request's outcome; `None` goes on racing.
+    pub(super) fn on_done(&mut self, done: Done) -> Option<Outcome> {
+        let route = self.route;
+        let policy = &route.config.failover;
+        self.running.retain(|r| r.2 != done.seq);
+        let target = &route.targets[done.idx];
+        let elapsed = done.start.elapsed();
+        let err = match done.result {
+            Ok(answer) => {
+                let served = Some(self.path.len());
+                self.path.push(record(
+                    target,
+                    self.started,
+                    done.start,
+                    elapsed,
+                    "ok",
+                    None,
+                ));
+                self.record_running("hedge_lost");
+                if self.hedged {
+                    let (outcome, label) = if done.hedge {
+                        (HedgeOutcome::Won, "won")
+                    } else {
+                        (HedgeOutcome::Lost, "lost")
+                    };
+                    route.hedges.count(outcome);
+                    route
+                        .events
+                        .push("hedge", Some(&route.config.name), target.id(), label, label);
+                }
+                return Some(self.finish(Ok(answer), done.hedge, served, done.idx));
+            }
+            Err(err) => err,
+        };
+        target
+            .health
+            .attempt(Instant::now(), err.verdict(), elapsed);
+        let status = err.status().map(|s| s.as_u16());
+        self.path.push(record(
+            target,
+            self.started,
+            done.start,
+            elapsed,
+            err.kind(),
+            status,
+        ));
+        tracing::warn!(
+            request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
+            target = %target.id(), kind = err.kind(), status,
+            elapsed_ms = elapsed.as_millis() as u64, "attempt failed"
+        );
+        let step = err.next_step(policy);
+        if step == NextStep::ReturnAsIs || !self.req.failover {
+            if let AttemptError::Status { status, body, .. } = err {
+                let served = Some(self.path.len() - 1);
+                self.record_running("cancelled");
+                return Some(self.finish(
+                    Ok(Answer::Upstream { status, body }),
+                    false,
+                    served,
+                    done.idx,
+                ));
+            }
+            self.errors.push(err);
+            if !self.req.failover {
+                self.next_at = None;
+            }
+            return None;
+        }
+        let now = Instant::now();
+        if step == NextStep::NextLargerWindow {
+            self.cur.window_floor = self.cur.window_floor.max(target.config.context_window);
+            self.cur.too_long_model = Some(&target.config.model);
+        }
+        if !self.running.is_empty() {
+            // Another attempt is still racing: no same-target retry; the next target may join
+            // the race at once (within max_parallel).
+            if let NextStep::RetryAfter(wait) = step {
+                target.park(now, wait);
+            }
+            self.cur
+                .move_to(self.cur.idx.max(done.idx) + 1, policy.same_target_retries);
+            if self.running.len() < self.max_parallel {
+                self.next_at = Some(now);
+            }
+            self.errors.push(err);
+            return None;
+        }
+        match step {
+            NextStep::RetryNotSent if self.cur.not_sent_retry_left => {
+                self.cur.not_sent_retry_left = false;
+                self.next_at = Some(now);
+            }
+            NextStep::RetryQuick if self.cur.quick_retries_left > 0 => {
+                let spent = policy.same_target_retries - self.cur.quick_retries_left;
+                self.cur.quick_retries_left -= 1;
+                self.next_at = Some(self.deadline.min(now + jittered(spent)));
+            }
+            NextStep::RetryAfter(wait)
+                if self.cur.retry_after_wait_left
+                    && wait <= policy.retry_after_wait
+                    && now + wait < self.deadline =>
+            {
+                self.cur.retry_after_wait_left = false;
+                self.next_at = Some(now + wait);
+            }
+            step => {
+                if let NextStep::RetryAfter(wait) = step {
+                    target.park(now, wait);
+                }
+                self.cur.move_to(done.idx + 1, policy.same_target_retries);
+                if let Some(next) = route.targets.get(self.cur.idx) {
+                    route.count_failover(target, next, err.kind());
+                    tracing::info!(
+                        request_id = %self.req.id, route = %route.config.name, from = %target.id(),
+                        to = %next.id(), reason = err.kind(), status, "failover"
+                    );
+                }
+                self.next_at = Some(now);
+            }
+        }
+        self.errors.push(err);
+        None
+    }
+
+    fn finish(
+        &mut self,
+        result: Result<Answer, super::dispatch::Failure>,
+        hedged: bool,
+        served: Option<usize>,
+        served_idx: usize,
+    ) -> Outcome {
+        let outcome = Outcome {
+            result,
+            hedged,
+            served,
+            path: std::mem::take(&mut self.path),
+            skipped: std::mem::take(&mut self.skipped),
+        };
+        finish(self.route, &outcome, self.started, served_idx);
+        outcome
+    }
+
+    /// Nothing more to try: the client gets an error that lists the path.
+    pub(super) fn give_up(mut self) -> Outcome {
+        let out_of_time = Instant::now() >= self.deadline;
+        let f = failure(
+            self.route,
+            &self.path,
+            &self.errors,
+            out_of_time,
+            self.budget_spent,
+        );
+        let idx = self.cur.idx;
+        self.finish(Err(f), false, None, idx)
+    }
+}
+
+/// Metrics and the request SLI of the target the request started on.
+fn finish(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
+    let now = Instant::now();
+    let (outcome_label, served) = match &outcome.result {
+        Ok(Answer::Upstream { .. }) => (1, Some(served_idx)),
+        Ok(_) => (0, Some(served_idx)),
+        Err(_) => (2, None),
+    };
+    route.count_request(served, outcome_label, now - started);
+    let first = outcome
+        .skipped
+        .first()
+        .or(outcome.path.first().map(|a| &a.target));
+    if let Some(first) = first {
+        first.health.request(now, outcome_label != 2);
+    }
+}
+
+fn record(
+    target: &Arc<Target>,
+    started: Instant,
+    attempt_start: Instant,
+    duration: Duration,
+    outcome: &'static str,
+    status: Option<u16>,
+) -> AttemptRecord {
+    AttemptRecord {
+        target: target.clone(),
+        start: attempt_start - started,
+        duration,
+        outcome,
+        status,
+    }
+}

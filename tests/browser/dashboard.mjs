@@ -1,0 +1,108 @@
+// Headless Chromium against a running gateway's /dashboard:
+//   node tests/browser/dashboard.mjs http://127.0.0.1:PORT [SCREENSHOT.png]
+// Checks that the page shows every target of /admin/status with its breaker state, that a
+// breaker forced open through the admin API shows as open, that the page's own buttons close
+// and open it, that the event list shows the transition, and that the page loads nothing from
+// anywhere but the gateway and logs no errors. Saves a screenshot (default target/dashboard.png)
+// and prints its path. Exit status 0 on success, 1 on a failed check, 2 on bad usage.
+//
+// The browser is Debian's chromium (CHROMIUM overrides /usr/bin/chromium), driven by
+// playwright-core; `npm ci` in this directory installs it.
+
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const base = (process.argv[2] || "").replace(/\/$/, "");
+if (!/^https?:\/\//.test(base)) {
+  console.error("usage: node dashboard.mjs GATEWAY_URL [SCREENSHOT.png]");
+  process.exit(2);
+}
+const shot = path.resolve(process.argv[3] || path.join(here, "..", "..", "target", "dashboard.png"));
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+const step = (msg) => console.log(`dashboard test: ${msg}`);
+
+async function admin(target, action) {
+  const url = `${base}/admin/targets/${target}/breaker`;
+  const r = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ action }),
+  });
+  if (!r.ok) throw new Error(`POST ${url} ${action}: ${r.status} ${await r.text()}`);
+}
+
+const userDataDir = mkdtempSync(path.join(tmpdir(), "switchyard-chromium-"));
+const problems = [];
+let context;
+try {
+  const status = await (await fetch(`${base}/admin/status`)).json();
+  const targets = status.targets.map((t) => t.target);
+  if (targets.length < 2) throw new Error(`expected at least two targets, /admin/status has ${targets}`);
+  step(`targets ${targets.join(", ")}`);
+
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath,
+    headless: true,
+    viewport: { width: 1400, height: 1000 },
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(10_000);
+  page.on("console", (m) => m.type() === "error" && problems.push(`console error: ${m.text()}`));
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("request", (r) => {
+    if (!r.url().startsWith(base + "/")) problems.push(`request outside the gateway: ${r.url()}`);
+  });
+
+  const resp = await page.goto(`${base}/dashboard`);
+  if (!resp || resp.status() !== 200) throw new Error(`GET /dashboard: ${resp && resp.status()}`);
+  const row = (t) => page.locator(`#targets tr[data-target="${t}"]`);
+  const badge = (t) => row(t).locator('[data-role="breaker"]');
+  for (const t of targets) {
+    await row(t).waitFor({ state: "visible" });
+    await page.waitForFunction(
+      (t) => document.querySelector(`#targets tr[data-target="${t}"] [data-role="breaker"]`)?.textContent === "closed",
+      t,
+    );
+  }
+  step("every target is shown, breakers closed");
+
+  const victim = targets[0];
+  await admin(victim, "open");
+  await page.locator(`#targets tr[data-target="${victim}"][data-state="open"]`).waitFor();
+  if ((await badge(victim).textContent()) !== "open") throw new Error("the badge does not say open");
+  const colour = await badge(victim).evaluate((e) => getComputedStyle(e).backgroundColor);
+  if (colour !== "rgb(248, 81, 73)") throw new Error(`an open breaker should be red, is ${colour}`);
+  await page.locator("#events [data-kind=breaker]", { hasText: victim }).first().waitFor();
+  step(`${victim} forced open through the admin API: the page shows it open, in red, and the event`);
+
+  await row(victim).locator('button[data-action="close"]').click();
+  await page.locator(`#targets tr[data-target="${victim}"][data-state="closed"]`).waitFor();
+  await row(victim).locator('button[data-action="open"]').click();
+  await page.locator(`#targets tr[data-target="${victim}"][data-state="open"]`).waitFor();
+  step("the page's close and open buttons work");
+
+  // Let the charts gather a few seconds of history for the screenshot.
+  await page.waitForTimeout(8000);
+  await page.waitForFunction(() => document.querySelectorAll("#c-rate path").length > 0);
+  mkdirSync(path.dirname(shot), { recursive: true });
+  await page.screenshot({ path: shot, fullPage: true });
+  await admin(victim, "reset");
+  if (problems.length) throw new Error(problems.join("\n"));
+  console.log(`screenshot: ${shot}`);
+  step("ok");
+} catch (e) {
+  console.error(`dashboard test FAILED: ${e.message}`);
+  for (const p of problems) console.error(`  ${p}`);
+  process.exitCode = 1;
+} finally {
+  if (context) await context.close().catch(() => {});
+  rmSync(userDataDir, { recursive: true, force: true });
+}

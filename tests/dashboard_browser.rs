@@ -1,0 +1,130 @@
+//! The dashboard in a real browser: a gateway with two mocks in this process, light traffic
+//! through it, and `tests/browser/dashboard.mjs` driving headless Chromium against
+//! `/dashboard` (every target shown; a breaker forced open through the admin API shows as
+//! open; the page's buttons work). The screenshot lands in `target/dashboard.png`.
+//!
+//! Needs node, Debian's chromium and `npm ci` in `tests/browser`. Without them the test is
+//! skipped with a loud message, except under CI (`CI` set), where that is a failure.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::*;
+use switchyard::mock::FaultPlan;
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// What is missing to run the browser test, if anything.
+fn missing() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !node.is_ok_and(|s| s.success()) {
+        return Some("node is not installed".into());
+    }
+    if !Path::new(&chromium).exists() {
+        return Some(format!(
+            "{chromium} does not exist (apt-get install chromium chromium-driver)"
+        ));
+    }
+    if !browser_dir().join("node_modules/playwright-core").exists() {
+        return Some("playwright-core is not installed (npm ci in tests/browser)".into());
+    }
+    None
+}
+
+/// Run the script, killing it if it hangs.
+fn run_script(url: &str, screenshot: &Path) -> (bool, String) {
+    let mut child = Command::new("node")
+        .arg(browser_dir().join("dashboard.mjs"))
+        .arg(url)
+        .arg(screenshot)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
+    if let Some(why) = missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("the browser test cannot run under CI: {why}");
+        }
+        eprintln!(
+            "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
+             !! SKIPPED the dashboard browser test: {why}\n\
+             !! (under CI, with CI set, this is a failure)\n\
+             !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
+        );
+        return;
+    }
+    let m = mocks(2).await;
+    // Some failovers for the charts and the event list.
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        error_rate: 0.1,
+        latency_ms: 20,
+        ..Default::default()
+    });
+    let gw = Gateway::start(&config(&m, "")).await;
+    let url = gw.url("");
+    let traffic_url = gw.url("/v1/chat/completions");
+    let traffic = tokio::spawn(async move {
+        let client = client();
+        for i in 0u32.. {
+            let _ = client
+                .post(&traffic_url)
+                .json(&chat_body(i % 3 == 0))
+                .send()
+                .await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    // target/tmp is where Cargo lets tests write; the screenshot goes next to it.
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let screenshot = target_dir.join("dashboard.png");
+    let script_url = url.clone();
+    let shot = screenshot.clone();
+    let (ok, output) = tokio::task::spawn_blocking(move || run_script(&script_url, &shot))
+        .await
+        .unwrap();
+    traffic.abort();
+    println!("{output}");
+    assert!(ok, "the browser test failed:\n{output}");
+    assert!(output.contains("screenshot: "), "{output}");
+    assert!(
+        screenshot.exists(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+    println!("dashboard screenshot: {}", screenshot.display());
+    gw.stop().await;
+}

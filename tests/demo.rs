@@ -1,0 +1,76 @@
+//! `switchyard demo`, run as a user would (the built binary, a short duration): it exits 0,
+//! and its report shows every phase, a 100% client success rate, failovers and breaker
+//! transitions.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::process::Command;
+
+/// The number after `label` on the report line that starts with it.
+fn count(report: &str, label: &str) -> u64 {
+    let line = report
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no `{label}` line in the report:\n{report}"));
+    line[label.len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number in `{line}`"))
+}
+
+#[test]
+fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["demo", "--duration", "10s"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run switchyard demo");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let report = stdout
+        .split("switchyard demo report:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no report:\n{stdout}"));
+    for phase in [
+        "healthy",
+        "latency spike",
+        "primary outage",
+        "partial recovery",
+        "recovery",
+        "total",
+    ] {
+        assert!(
+            report.lines().any(|l| l.trim_start().starts_with(phase)),
+            "no `{phase}` row:\n{report}"
+        );
+    }
+    assert!(
+        report.contains("client-visible success: 100.0%"),
+        "{report}"
+    );
+    assert!(report.contains("; 0 failed)"), "{report}");
+    assert!(count(report, "failovers:") > 0, "{report}");
+    assert!(count(report, "breaker transitions:") > 0, "{report}");
+    assert!(
+        count(report, "answers checked word for word:") > 100,
+        "{report}"
+    );
+    assert!(
+        report.contains("audit log:") && report.contains("audit.db ("),
+        "{report}"
+    );
+    assert!(report.contains("/dashboard"), "{report}");
+    assert!(
+        report.contains("result: every client request succeeded"),
+        "{report}"
+    );
+    // Not a terminal: progress comes as plain lines, with no escape sequences.
+    assert!(!stdout.contains('\u{1b}'), "{stdout}");
+    assert!(stdout.contains("phase: primary outage"), "{stdout}");
+}
