@@ -3,8 +3,10 @@
 //!
 //! The provider files hold translation only; the failover loop lives in `routing`.
 
+mod anthropic;
 mod azure;
 mod client;
+mod gemini;
 mod openai;
 
 use std::sync::Arc;
@@ -22,6 +24,8 @@ pub struct Provider {
     pub client: reqwest::Client,
     /// The credential header, marked sensitive so it never shows in debug output.
     auth: Option<(HeaderName, HeaderValue)>,
+    /// Headers every call carries (Anthropic's `anthropic-version`).
+    fixed: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// Errors building a provider from its config.
@@ -47,12 +51,8 @@ impl Provider {
                     ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
                         openai::auth_header(key)
                     }
-                    ProviderKind::Anthropic | ProviderKind::Gemini => {
-                        return Err(invalid(format!(
-                            "kind {} is not served yet in this version",
-                            config.kind.as_str()
-                        )))
-                    }
+                    ProviderKind::Anthropic => anthropic::auth_header(key),
+                    ProviderKind::Gemini => gemini::auth_header(key),
                 };
                 let mut value = HeaderValue::from_str(&value).map_err(|_| {
                     invalid("api_key contains characters not allowed in a header".into())
@@ -61,18 +61,30 @@ impl Provider {
                 Some((name, value))
             }
         };
+        let fixed = match config.kind {
+            ProviderKind::Anthropic => anthropic::fixed_headers(),
+            _ => Vec::new(),
+        };
         Ok(Provider {
             config,
             client,
             auth,
+            fixed,
         })
     }
 
-    /// The chat completions URL for one target of this provider.
-    pub fn chat_url(&self, target: &TargetConfig) -> Result<reqwest::Url, ProviderError> {
+    /// The chat URL for one target of this provider; `stream` matters where the provider has
+    /// a separate streaming endpoint (Gemini).
+    pub fn chat_url(
+        &self,
+        target: &TargetConfig,
+        stream: bool,
+    ) -> Result<reqwest::Url, ProviderError> {
         let url = match self.config.kind {
             ProviderKind::Azure => azure::chat_url(&self.config, &target.model),
-            _ => openai::chat_url(&self.config),
+            ProviderKind::Anthropic => anthropic::chat_url(&self.config),
+            ProviderKind::Gemini => gemini::chat_url(&self.config, &target.model, stream),
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::chat_url(&self.config),
         };
         reqwest::Url::parse(&url).map_err(|e| ProviderError::Invalid {
             provider: self.config.name.clone(),
@@ -88,6 +100,9 @@ impl Provider {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body);
         if let Some((name, value)) = &self.auth {
+            req = req.header(name.clone(), value.clone());
+        }
+        for (name, value) in &self.fixed {
             req = req.header(name.clone(), value.clone());
         }
         req

@@ -28,8 +28,14 @@ async fn send(
     target: &Target,
     body: Vec<u8>,
     probe: bool,
+    stream: bool,
 ) -> Result<reqwest::Response, AttemptError> {
-    let mut req = target.provider.post(&target.url, body);
+    let url = if stream {
+        &target.stream_url
+    } else {
+        &target.url
+    };
+    let mut req = target.provider.post(url, body);
     if probe {
         req = req.header(PROBE_HEADER, "1");
     }
@@ -65,7 +71,7 @@ pub async fn call_full(
         usage: Option<Usage>,
     }
     let call = async {
-        let resp = send(target, body, probe).await?;
+        let resp = send(target, body, probe, false).await?;
         let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
         let usage = serde_json::from_slice::<Completion<'_>>(&bytes)
             .map_err(|_| AttemptError::Malformed)?
@@ -86,7 +92,7 @@ pub async fn call_stream(
     first_token_deadline: Instant,
 ) -> Result<Committed, AttemptError> {
     let call = async {
-        let resp = send(target, body, false).await?;
+        let resp = send(target, body, false, true).await?;
         let is_sse = resp
             .headers()
             .get(http::header::CONTENT_TYPE)

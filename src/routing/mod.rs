@@ -126,6 +126,8 @@ pub struct Target {
     pub config: Arc<TargetConfig>,
     pub provider: Arc<Provider>,
     pub url: reqwest::Url,
+    /// Where streams go (differs from `url` for Gemini).
+    pub stream_url: reqwest::Url,
     pub health: Arc<Health>,
     /// Probes get at most this long.
     pub probe_timeout: Duration,
@@ -202,7 +204,8 @@ impl Routing {
                 });
                 health.set_policy(route.breaker.clone());
                 let target = Arc::new(Target {
-                    url: provider.chat_url(t)?,
+                    url: provider.chat_url(t, false)?,
+                    stream_url: provider.chat_url(t, true)?,
                     config: t.clone(),
                     provider,
                     health,
