@@ -1,4 +1,4 @@
-//! The command line: `serve`, `check`, `mock`, `audit`.
+//! The command line: `serve`, `check`, `demo`, `mock`, `audit`.
 
 use std::path::PathBuf;
 

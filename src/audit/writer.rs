@@ -183,7 +183,8 @@ impl Writer {
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut buf = Vec::with_capacity(batch);
         let batches = self.batches.clone();
-        // A tick makes whatever is pending due; a full batch is due at once.
+        // A full batch goes to the sink as soon as it is free; a partial one when a tick has
+        // passed since the last hand-over, so a record waits about a second at most.
         let mut due = false;
         loop {
             let ready = !self.pending.is_empty() && (due || self.pending.len() >= batch);
@@ -200,7 +201,7 @@ impl Writer {
                     };
                     let n = self.pending.len().min(batch);
                     permit.send(self.pending.drain(..n).collect());
-                    due &= !self.pending.is_empty();
+                    due = false;
                 }
                 _ = flush.tick() => due = true,
                 _ = &mut stop => break,

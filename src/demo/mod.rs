@@ -45,7 +45,7 @@ pub struct DemoArgs {
     /// Client requests per second (1 to 500).
     #[arg(long, default_value_t = 20)]
     pub rps: u32,
-    /// After the report, keep the gateway, the mocks, light traffic and the dashboard up until
+    /// After the report, keep the gateway, the mocks, the traffic and the dashboard up until
     /// Ctrl-C (the gateway on 127.0.0.1:8080 when that port is free).
     #[arg(long)]
     pub keep_running: bool,

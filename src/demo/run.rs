@@ -270,5 +270,6 @@ async fn stay_up(
         seq = events.last().map_or(seq, |e| e.seq);
     }
     traffic.stop(Duration::from_secs(5)).await;
+    progress.line("stopping: draining requests and flushing the audit log");
     Ok(())
 }

@@ -40,7 +40,7 @@ pub struct AttemptRecord {
     /// Since the request started.
     pub start: Duration,
     pub duration: Duration,
-    /// `ok` or an [`AttemptError::kind`].
+    /// `ok` or an [`super::failover::AttemptError::kind`].
     pub outcome: &'static str,
     pub status: Option<u16>,
 }
