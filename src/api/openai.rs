@@ -141,6 +141,7 @@ async fn serve_chat(
         chat,
         failover,
         timeout,
+        canonical: Default::default(),
     };
     let outcome = dispatch(route, &req).await;
     let attempts = outcome.path.len();

@@ -126,7 +126,9 @@ pub struct TargetConfig {
     /// Tokens, when known.
     pub context_window: Option<u32>,
     /// Whether the target can continue a partial assistant answer (mid-stream continuation);
-    /// `prefill = false` makes it restart the answer instead. Default true.
+    /// `prefill = false` makes it restart the answer instead, checked against what the client
+    /// already has. Default: false for `openai` and `azure` (OpenAI answers a trailing assistant
+    /// message anew), true for the others.
     pub prefill: bool,
 }
 

@@ -9,8 +9,9 @@ use tokio::time::Instant;
 
 use super::failover::{error_code, parse_retry_after, AttemptError};
 use super::stream::{ChunkAction, ChunkTracker, Committed, Usage};
-use super::Target;
+use super::{wire, Target};
 use crate::api::sse::SseDecoder;
+use crate::canonical::Dialect;
 
 fn transport_error(e: &reqwest::Error) -> AttemptError {
     if e.is_connect() {
@@ -46,10 +47,20 @@ async fn send(
     }
     let retry_after = parse_retry_after(resp.headers());
     let body = resp.bytes().await.unwrap_or_default();
+    if target.dialect == Dialect::OpenAi {
+        return Err(AttemptError::Status {
+            status,
+            retry_after,
+            code: error_code(&body),
+            body,
+        });
+    }
+    // Another dialect's error: classified by its own rules, passed on in the OpenAI shape.
+    let (code, body, delay) = wire::classify_error(target.dialect, status.as_u16(), &body);
     Err(AttemptError::Status {
         status,
-        retry_after,
-        code: error_code(&body),
+        retry_after: retry_after.or(delay),
+        code,
         body,
     })
 }
@@ -73,6 +84,9 @@ pub async fn call_full(
     let call = async {
         let resp = send(target, body, probe, false).await?;
         let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+        if target.dialect != Dialect::OpenAi {
+            return wire::response_to_openai(target.dialect, &bytes);
+        }
         let usage = serde_json::from_slice::<Completion<'_>>(&bytes)
             .map_err(|_| AttemptError::Malformed)?
             .usage;
@@ -102,6 +116,9 @@ pub async fn call_stream(
             return Err(AttemptError::Malformed);
         }
         let mut upstream = resp.bytes_stream().boxed();
+        if target.dialect != Dialect::OpenAi {
+            upstream = wire::stream_to_openai(upstream, target.dialect);
+        }
         let mut decoder = SseDecoder::new();
         let mut tracker = ChunkTracker::new(client_wants_usage);
         let mut head = Vec::new();

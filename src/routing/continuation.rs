@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::attempt::call_stream;
 use super::failover::AttemptError;
 use super::stream::Committed;
+use super::wire::{request_body, Canonical};
 use super::Route;
 use crate::api::chat_request::ChatRequest;
 use crate::api::sse::encode_data;
@@ -41,6 +42,8 @@ pub struct Diverged(pub String);
 pub struct Continuation {
     pub route: Arc<Route>,
     pub chat: ChatRequest,
+    /// The request's canonical form, for targets of another dialect.
+    pub canonical: Arc<Canonical>,
     /// Targets (indices into the route) that have streamed this answer so far.
     pub tried: Vec<usize>,
     pub splicer: Splicer,
@@ -92,10 +95,20 @@ impl Continuation {
             self.tried.push(idx);
             let mut prefill = target.config.prefill;
             loop {
-                let messages = prefill.then(|| prefill_messages(&self.chat, sent));
-                let body = self
-                    .chat
-                    .upstream_body(&target.config.model, messages.as_deref());
+                let partial = prefill.then_some(sent);
+                let body = match request_body(
+                    target.dialect,
+                    &self.chat,
+                    &self.canonical,
+                    &target.config.model,
+                    partial,
+                ) {
+                    Ok(body) => body,
+                    Err(e) => {
+                        tracing::warn!(target = %target.id(), kind = e.kind(), "cannot ask for a continuation");
+                        break;
+                    }
+                };
                 let start = Instant::now();
                 let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
                 match call_stream(target, body, client_wants_usage, deadline).await {

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::race::{Done, Launch, Race};
 use super::relay::StreamReport;
 use super::stream::Usage;
+use super::wire::Canonical;
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
 use crate::audit::AuditAttempt;
@@ -31,6 +32,8 @@ pub struct Request {
     pub failover: bool,
     /// `x-switchyard-timeout`: shortens the route's `request_timeout`.
     pub timeout: Option<Duration>,
+    /// The canonical form, for targets of another dialect (made on first use).
+    pub canonical: Arc<Canonical>,
 }
 
 /// One upstream call made for a request.

@@ -36,6 +36,8 @@ pub enum AttemptError {
     InBand { message: String },
     /// A stream that ended before its first content.
     EmptyStream,
+    /// The request could not be written in this target's dialect.
+    Untranslatable { message: String },
 }
 
 /// What the failover loop does after a failed attempt.
@@ -70,6 +72,7 @@ impl AttemptError {
             AttemptError::Malformed => "malformed",
             AttemptError::InBand { .. } => "in_band_error",
             AttemptError::EmptyStream => "empty_stream",
+            AttemptError::Untranslatable { .. } => "untranslatable",
         }
     }
 
@@ -90,6 +93,8 @@ impl AttemptError {
                 401 | 403 | 404 | 408 | 429 | 500..=599 => Verdict::Failed,
                 _ => Verdict::Neutral,
             },
+            // Our limitation, not the target's.
+            AttemptError::Untranslatable { .. } => Verdict::Neutral,
             _ => Verdict::Failed,
         }
     }
@@ -112,6 +117,7 @@ impl AttemptError {
             } => format!("{} ({code})", status.as_u16()),
             AttemptError::Status { status, .. } => status.as_u16().to_string(),
             AttemptError::InBand { message } => format!("error event: {message}"),
+            AttemptError::Untranslatable { message } => format!("cannot translate: {message}"),
             other => other.kind().replace('_', " "),
         }
     }
@@ -125,7 +131,8 @@ impl AttemptError {
             | AttemptError::FirstTokenTimeout
             | AttemptError::Malformed
             | AttemptError::InBand { .. }
-            | AttemptError::EmptyStream => NextStep::NextTarget,
+            | AttemptError::EmptyStream
+            | AttemptError::Untranslatable { .. } => NextStep::NextTarget,
             AttemptError::Status {
                 status,
                 retry_after,

@@ -21,6 +21,7 @@ pub mod probe;
 mod race;
 pub mod relay;
 pub mod stream;
+pub mod wire;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,6 +129,8 @@ pub struct Target {
     pub url: reqwest::Url,
     /// Where streams go (differs from `url` for Gemini).
     pub stream_url: reqwest::Url,
+    /// The wire dialect the target speaks.
+    pub dialect: crate::canonical::Dialect,
     pub health: Arc<Health>,
     /// Probes get at most this long.
     pub probe_timeout: Duration,
@@ -206,6 +209,7 @@ impl Routing {
                 let target = Arc::new(Target {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
+                    dialect: wire::dialect_of(t.provider.kind),
                     config: t.clone(),
                     provider,
                     health,

@@ -19,7 +19,7 @@ use super::health::Verdict;
 use super::hedge::{self, HedgeOutcome};
 use super::plan::{failure, jittered, pick_target, Cursor, Pick};
 use super::relay::{relay, RelayContext};
-use super::{Route, Target};
+use super::{wire, Route, Target};
 use crate::config::MidStream;
 use crate::metrics::names;
 
@@ -48,7 +48,24 @@ pub(super) fn launch<'a>(
         let target = &route.targets[idx];
         let start = Instant::now();
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
-        let body = req.chat.upstream_body(&target.config.model, None);
+        let body = match wire::request_body(
+            target.dialect,
+            &req.chat,
+            &req.canonical,
+            &target.config.model,
+            None,
+        ) {
+            Ok(body) => body,
+            Err(e) => {
+                return Done {
+                    seq,
+                    idx,
+                    start,
+                    hedge,
+                    result: Err(e),
+                }
+            }
+        };
         let result = if req.chat.stream {
             let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
             call_stream(
@@ -66,6 +83,7 @@ pub(super) fn launch<'a>(
                     (policy.mid_stream == MidStream::Continue).then(|| Continuation {
                         route: route.clone(),
                         chat: req.chat.clone(),
+                        canonical: req.canonical.clone(),
                         tried: vec![idx],
                         splicer: Splicer {
                             mode: Mode::Original,

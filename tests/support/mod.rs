@@ -102,7 +102,7 @@ pub fn config_with(mocks: &[MockServer], failover: &str, windows: &[Option<u32>]
     );
     for (i, m) in mocks.iter().enumerate() {
         s += &format!(
-            "[[providers]]\nname = \"p{i}\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",
+            "[[providers]]\nname = \"p{i}\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",
             m.base_url()
         );
     }

@@ -221,7 +221,12 @@ fn target(
     };
     let window = window?;
     let id = format!("{name}/{upstream}");
-    let prefill = t.prefill.unwrap_or(true);
+    // OpenAI's own API (and Azure's) answers a trailing assistant message anew rather than
+    // continuing it: those targets restart and are checked against what the client has.
+    let prefill = t.prefill.unwrap_or(!matches!(
+        provider.kind,
+        ProviderKind::OpenAi | ProviderKind::Azure
+    ));
     let target = cache
         .entry((id.clone(), window, prefill))
         .or_insert_with(|| {

@@ -1,0 +1,220 @@
+//! Dialects on the request path. Internally a request travels in the OpenAI shape: the client's
+//! own OpenAI body when it sent one (passed through with byte splices), or its Anthropic body
+//! translated at the edge. A target that speaks the OpenAI dialect (OpenAI, Azure, compatible
+//! servers) gets those bytes; an Anthropic or Gemini target gets the request written in its own
+//! dialect from the canonical model (`canonical`), and its answer, whole or streamed, comes back
+//! translated into OpenAI chunks, so the failover loop, the relay and continuation work the same
+//! for every target.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, StreamExt};
+
+use super::failover::AttemptError;
+use super::stream::Usage;
+use crate::api::chat_request::ChatRequest;
+use crate::api::sse::SseDecoder;
+use crate::canonical::{self, Dialect, ErrorClass, StreamDecoder, StreamEncoder};
+use crate::config::ProviderKind;
+
+/// The dialect a provider kind speaks.
+pub fn dialect_of(kind: ProviderKind) -> Dialect {
+    match kind {
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Azure => {
+            Dialect::OpenAi
+        }
+        ProviderKind::Anthropic => Dialect::Anthropic,
+        ProviderKind::Gemini => Dialect::Gemini,
+    }
+}
+
+/// The canonical form of a request, made once and only if a target needs it.
+#[derive(Debug, Default)]
+pub struct Canonical(OnceLock<Option<canonical::ChatRequest>>);
+
+impl Canonical {
+    /// Already known (the edge parsed a non-OpenAI body).
+    pub fn known(req: canonical::ChatRequest) -> Self {
+        let cell = OnceLock::new();
+        let _ = cell.set(Some(req));
+        Canonical(cell)
+    }
+
+    /// The canonical request, parsed from the OpenAI body on first use.
+    pub fn get(&self, chat: &ChatRequest) -> Option<&canonical::ChatRequest> {
+        self.0
+            .get_or_init(|| canonical::openai::parse_request(chat.body()).ok())
+            .as_ref()
+    }
+}
+
+/// The body for a target of `dialect`, optionally asking it to continue `prefill`.
+pub fn request_body(
+    dialect: Dialect,
+    chat: &ChatRequest,
+    canonical: &Canonical,
+    model: &str,
+    prefill: Option<&str>,
+) -> Result<Vec<u8>, AttemptError> {
+    if dialect == Dialect::OpenAi {
+        let messages = prefill.map(|p| super::continuation::prefill_messages(chat, p));
+        return Ok(chat.upstream_body(model, messages.as_deref()));
+    }
+    let untranslatable = |message: String| AttemptError::Untranslatable { message };
+    let req = canonical
+        .get(chat)
+        .ok_or_else(|| untranslatable("the request could not be read for translation".into()))?;
+    let owned;
+    let req = match prefill {
+        Some(p) => {
+            owned = canonical::with_prefill(req, p);
+            &owned
+        }
+        None => req,
+    };
+    dialect
+        .write_request(req, model)
+        .map_err(|e| untranslatable(e.to_string()))
+}
+
+/// A non-streamed answer of `dialect` as an OpenAI chat completion, with its usage.
+pub fn response_to_openai(
+    dialect: Dialect,
+    body: &[u8],
+) -> Result<(Bytes, Option<Usage>), AttemptError> {
+    let resp = dialect
+        .parse_response(body)
+        .map_err(|_| AttemptError::Malformed)?;
+    let out = canonical::openai::write_response(&resp).map_err(|_| AttemptError::Malformed)?;
+    let usage = resp.usage.map(|u| Usage {
+        prompt_tokens: u64::from(u.input),
+        completion_tokens: u64::from(u.output),
+    });
+    Ok((Bytes::from(out), usage))
+}
+
+/// An error answer of `dialect`, classified: the OpenAI `error.code` the failover loop reads,
+/// the body rewritten in the OpenAI shape (for a client error returned as is), and a retry
+/// delay the body names.
+pub fn classify_error(
+    dialect: Dialect,
+    status: u16,
+    body: &[u8],
+) -> (Option<String>, Bytes, Option<Duration>) {
+    let err = dialect.parse_error(status, body);
+    let code = match err.class {
+        ErrorClass::ContextLength => Some("context_length_exceeded".to_owned()),
+        ErrorClass::ContentFilter => Some("content_filter".to_owned()),
+        _ => err.code.clone(),
+    };
+    (
+        code,
+        Bytes::from(canonical::openai::write_error(&err)),
+        err.retry_delay,
+    )
+}
+
+struct Translate {
+    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    sse: SseDecoder,
+    decoder: StreamDecoder,
+    encoder: StreamEncoder,
+    ended: bool,
+}
+
+/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk, and `[DONE]`
+/// only when the upstream said it was complete: a cut stays a cut).
+pub fn stream_to_openai(
+    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    dialect: Dialect,
+) -> BoxStream<'static, reqwest::Result<Bytes>> {
+    let state = Translate {
+        upstream,
+        sse: SseDecoder::new(),
+        decoder: dialect.decoder(),
+        encoder: Dialect::OpenAi.encoder(true),
+        ended: false,
+    };
+    futures_util::stream::unfold(state, |mut t| async move {
+        loop {
+            if t.ended {
+                return None;
+            }
+            let bytes = match t.upstream.next().await? {
+                Ok(bytes) => bytes,
+                Err(e) => return Some((Err(e), t)),
+            };
+            t.sse.push(&bytes);
+            let mut events = Vec::new();
+            while let Some(ev) = t.sse.next_event() {
+                // An event that cannot be read is skipped; the stream goes on.
+                let _ = t.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
+            }
+            let mut out = Vec::new();
+            for ev in &events {
+                t.encoder.encode(ev, &mut out);
+            }
+            if t.decoder.is_done() {
+                t.encoder.finish(&mut out);
+                t.ended = true;
+            }
+            if !out.is_empty() {
+                return Some((Ok(Bytes::from(out)), t));
+            }
+        }
+    })
+    .boxed()
+}
+
+/// The relay's OpenAI SSE bytes re-encoded for a client of another dialect.
+pub fn stream_from_openai(
+    body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+    dialect: Dialect,
+) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
+    struct State {
+        body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+        sse: SseDecoder,
+        decoder: StreamDecoder,
+        encoder: StreamEncoder,
+        ended: bool,
+    }
+    let state = State {
+        body,
+        sse: SseDecoder::new(),
+        decoder: Dialect::OpenAi.decoder(),
+        encoder: dialect.encoder(true),
+        ended: false,
+    };
+    futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.ended {
+                return None;
+            }
+            let mut out = Vec::new();
+            match s.body.next().await {
+                Some(Ok(bytes)) => {
+                    s.sse.push(&bytes);
+                    let mut events = Vec::new();
+                    while let Some(ev) = s.sse.next_event() {
+                        let _ = s.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
+                    }
+                    for ev in &events {
+                        s.encoder.encode(ev, &mut out);
+                    }
+                    if s.decoder.is_done() {
+                        s.encoder.finish(&mut out);
+                        s.ended = true;
+                    }
+                }
+                Some(Err(never)) => match never {},
+                None => s.ended = true,
+            }
+            if !out.is_empty() {
+                return Some((Ok(Bytes::from(out)), s));
+            }
+        }
+    })
+    .boxed()
+}
