@@ -48,6 +48,28 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The error in a client dialect's own envelope (Anthropic's on `/v1/messages`).
+    pub fn into_dialect_response(self, dialect: crate::canonical::Dialect) -> Response {
+        if dialect == crate::canonical::Dialect::OpenAi {
+            return self.into_response();
+        }
+        let class = match self.status.as_u16() {
+            429 => crate::canonical::ErrorClass::RateLimited,
+            503 | 529 => crate::canonical::ErrorClass::Overloaded,
+            401 | 403 => crate::canonical::ErrorClass::Auth,
+            _ => crate::canonical::ErrorClass::Other,
+        };
+        let err = crate::canonical::UpstreamError::new(self.status.as_u16(), class, self.message);
+        let mut resp = (self.status, dialect.write_error(&err)).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        resp
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (self.status, self.body()).into_response();

@@ -1,6 +1,7 @@
 //! The inbound edge: the client API (OpenAI shape) and operations endpoints on one port.
 
 mod admin;
+mod anthropic;
 mod audit;
 mod audited;
 pub mod auth;
@@ -8,6 +9,7 @@ pub mod chat_request;
 mod dashboard;
 pub mod error;
 mod openai;
+mod respond;
 pub mod sse;
 
 use std::sync::Arc;
@@ -49,6 +51,7 @@ pub mod headers {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai::chat_completions))
+        .route("/v1/messages", post(anthropic::messages))
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ready" }))

@@ -4,34 +4,34 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use tokio::time::Instant;
 
-use super::audited::{self, AuditedStream};
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
+use super::respond::{respond, Edge};
 use super::{headers, AppState};
+use crate::canonical::Dialect;
 use crate::config::parse_duration;
-use crate::routing::dispatch::{dispatch, Answer, Request};
+use crate::routing::wire::Canonical;
 
 /// A request id: 16 random hex digits.
-fn request_id() -> String {
+pub(super) fn request_id() -> String {
     format!("{:016x}", fastrand::u64(..))
 }
 
-fn header_value(s: &str) -> HeaderValue {
+pub(super) fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
-fn with_id(mut resp: Response, id: &str) -> Response {
+pub(super) fn with_id(mut resp: Response, id: &str) -> Response {
     resp.headers_mut()
         .insert(headers::REQUEST_ID, header_value(id));
     resp
 }
 
 /// Read the body within `max` bytes: 413 past it.
-async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
+pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, max).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
@@ -48,7 +48,7 @@ async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
 }
 
 /// Per-request controls from the client's headers.
-fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiError> {
+pub(super) fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiError> {
     let failover = match h.get(headers::FAILOVER).map(|v| v.to_str()) {
         None => true,
         Some(Ok(v)) if v.eq_ignore_ascii_case("off") => false,
@@ -99,121 +99,16 @@ pub async fn chat_completions(
     with_id(resp, &id)
 }
 
-fn json_response(status: StatusCode, body: Bytes) -> Response {
-    let mut r = Response::new(Body::from(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
 async fn serve_chat(
     state: &AppState,
     h: &HeaderMap,
     body: Body,
     id: &str,
 ) -> Result<Response, ApiError> {
-    let client_key_id = match &state.auth {
-        Some(auth) => Some(auth.check(h)?),
-        None => None,
-    };
-    let (failover, timeout) = controls(h)?;
-    let bytes = read_body(body, state.max_body).await?;
-    let chat = ChatRequest::parse(bytes)
+    let edge = Edge::open(state, h, body).await?;
+    let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    let routing = state.routing.load();
-    let Some(route) = routing.route(&chat.model) else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "invalid_request_error",
-            "model_not_found",
-            format!(
-                "the model `{}` does not exist on this gateway; GET /v1/models lists them",
-                chat.model
-            ),
-        ));
-    };
-    let started = Instant::now();
-    let req = Request {
-        id: id.to_owned(),
-        chat,
-        failover,
-        timeout,
-        canonical: Default::default(),
-    };
-    let outcome = dispatch(route, &req).await;
-    let attempts = outcome.path.len();
-    let hedged = outcome.hedged;
-    let target = outcome.served_by().map(|t| t.id().to_owned());
-    let mut record = state
-        .audit
-        .enabled()
-        .then(|| audited::draft(&state.audit, &req, &route.config.name, client_key_id));
-    if let Some(rec) = &mut record {
-        rec.path = outcome.audit_path();
-        rec.target.clone_from(&target);
-        rec.hedged = hedged;
-    }
-    let mut resp = match outcome.result {
-        Ok(Answer::Full { body, usage }) => {
-            if let Some(rec) = &mut record {
-                rec.status = 200;
-                audited::set_usage(rec, usage);
-                if state.audit.bodies() {
-                    rec.response_body = Some(String::from_utf8_lossy(&body).into_owned());
-                }
-            }
-            json_response(StatusCode::OK, body)
-        }
-        Ok(Answer::Stream { body, ttft, report }) => {
-            let body = match record.take() {
-                Some(mut rec) => {
-                    rec.status = 200;
-                    rec.ttft_ms = Some(ttft.as_secs_f64() * 1000.0);
-                    let audit = state.audit.clone();
-                    Body::from_stream(AuditedStream::new(body, rec, audit, report, started))
-                }
-                None => Body::from_stream(body),
-            };
-            let mut r = Response::new(body);
-            let h = r.headers_mut();
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            r
-        }
-        Ok(Answer::Upstream { status, body }) => {
-            if let Some(rec) = &mut record {
-                rec.status = status.as_u16();
-                rec.error = Some(String::from_utf8_lossy(&body).chars().take(1000).collect());
-            }
-            json_response(status, body)
-        }
-        Err(f) => {
-            if let Some(rec) = &mut record {
-                rec.status = f.status.as_u16();
-                rec.error = Some(f.message.clone());
-            }
-            ApiError::new(f.status, "upstream_error", f.code, f.message).into_response()
-        }
-    };
-    if let Some(mut rec) = record {
-        rec.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-        state.audit.submit(rec);
-    }
-    let h = resp.headers_mut();
-    if let Some(target) = target {
-        h.insert(headers::TARGET, header_value(&target));
-    }
-    h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
-    if hedged {
-        h.insert(headers::HEDGED, HeaderValue::from_static("true"));
-    }
-    Ok(resp)
+    respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape.

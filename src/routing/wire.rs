@@ -89,8 +89,8 @@ pub fn response_to_openai(
         .map_err(|_| AttemptError::Malformed)?;
     let out = canonical::openai::write_response(&resp).map_err(|_| AttemptError::Malformed)?;
     let usage = resp.usage.map(|u| Usage {
-        prompt_tokens: u64::from(u.input),
-        completion_tokens: u64::from(u.output),
+        prompt_tokens: u.input,
+        completion_tokens: u.output,
     });
     Ok((Bytes::from(out), usage))
 }

@@ -1,0 +1,55 @@
+//! `POST /v1/messages`: the Anthropic Messages API, so Anthropic SDK clients get the same
+//! failover. The body is read into the canonical model and carried as OpenAI inside; any target
+//! kind may serve it, and the answer (whole, streamed or an error) is written back in the
+//! Anthropic shape.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use bytes::Bytes;
+use http::HeaderMap;
+
+use super::chat_request::ChatRequest;
+use super::error::ApiError;
+use super::openai::{request_id, with_id};
+use super::respond::{respond, Edge};
+use super::AppState;
+use crate::canonical::{self, Dialect};
+use crate::routing::wire::Canonical;
+
+/// `POST /v1/messages`.
+pub async fn messages(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+    let id = request_id();
+    let (parts, body) = request.into_parts();
+    let resp = match serve(&state, &parts.headers, body, &id).await {
+        Ok(resp) => resp,
+        Err(err) => err.into_dialect_response(Dialect::Anthropic),
+    };
+    with_id(resp, &id)
+}
+
+async fn serve(
+    state: &AppState,
+    h: &HeaderMap,
+    body: Body,
+    id: &str,
+) -> Result<Response, ApiError> {
+    let edge = Edge::open(state, h, body).await?;
+    let canon = canonical::anthropic::parse_request(&edge.body)
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
+    let inner = canonical::openai::write_request(&canon, &canon.model)
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
+    let mut chat = ChatRequest::parse(Bytes::from(inner))
+        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
+    // Anthropic streams always report usage.
+    chat.client_wants_usage = true;
+    respond(
+        state,
+        edge,
+        id,
+        Dialect::Anthropic,
+        chat,
+        Canonical::known(canon),
+    )
+    .await
+}

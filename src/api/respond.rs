@@ -1,0 +1,184 @@
+//! What every client API shares once its dialect's body is read: client keys, per-request
+//! controls, the route, the failover loop, the audit record, and the answer written back in
+//! the client's dialect (OpenAI chunks and bodies inside, converted at this edge for others).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, StatusCode};
+use tokio::time::Instant;
+
+use super::audited::{self, AuditedStream};
+use super::chat_request::ChatRequest;
+use super::error::ApiError;
+use super::openai::{controls, header_value, read_body};
+use super::{headers, AppState};
+use crate::canonical::{self, Dialect};
+use crate::routing::dispatch::{dispatch, Answer, Request};
+use crate::routing::wire::{self, Canonical};
+
+/// A client request at the edge, before its body is parsed: who sent it and what it asks.
+pub struct Edge {
+    pub client_key_id: Option<String>,
+    pub failover: bool,
+    pub timeout: Option<std::time::Duration>,
+    pub body: Bytes,
+}
+
+impl Edge {
+    /// Check the client key and the control headers, read the body within `max_body`.
+    pub async fn open(state: &AppState, h: &HeaderMap, body: Body) -> Result<Edge, ApiError> {
+        let client_key_id = match &state.auth {
+            Some(auth) => Some(auth.check(h)?),
+            None => None,
+        };
+        let (failover, timeout) = controls(h)?;
+        let body = read_body(body, state.max_body).await?;
+        Ok(Edge {
+            client_key_id,
+            failover,
+            timeout,
+            body,
+        })
+    }
+}
+
+fn json_response(status: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A whole OpenAI answer in the client's dialect.
+fn full_body(dialect: Dialect, body: Bytes) -> Bytes {
+    if dialect == Dialect::OpenAi {
+        return body;
+    }
+    match canonical::openai::parse_response(&body).and_then(|r| dialect.write_response(&r)) {
+        Ok(out) => Bytes::from(out),
+        Err(_) => body,
+    }
+}
+
+/// A provider's client error (OpenAI-shaped inside) in the client's dialect.
+fn error_body(dialect: Dialect, status: StatusCode, body: Bytes) -> Bytes {
+    if dialect == Dialect::OpenAi {
+        return body;
+    }
+    let err = canonical::openai::parse_error(status.as_u16(), &body);
+    Bytes::from(dialect.write_error(&err))
+}
+
+/// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape).
+pub async fn respond(
+    state: &AppState,
+    edge: Edge,
+    id: &str,
+    dialect: Dialect,
+    chat: ChatRequest,
+    canonical: Canonical,
+) -> Result<Response, ApiError> {
+    let routing = state.routing.load();
+    let Some(route) = routing.route(&chat.model) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+            format!(
+                "the model `{}` does not exist on this gateway; GET /v1/models lists them",
+                chat.model
+            ),
+        ));
+    };
+    let started = Instant::now();
+    let req = Request {
+        id: id.to_owned(),
+        chat,
+        failover: edge.failover,
+        timeout: edge.timeout,
+        canonical: Arc::new(canonical),
+    };
+    let outcome = dispatch(route, &req).await;
+    let attempts = outcome.path.len();
+    let hedged = outcome.hedged;
+    let target = outcome.served_by().map(|t| t.id().to_owned());
+    let mut record = state
+        .audit
+        .enabled()
+        .then(|| audited::draft(&state.audit, &req, &route.config.name, edge.client_key_id));
+    if let Some(rec) = &mut record {
+        rec.path = outcome.audit_path();
+        rec.target.clone_from(&target);
+        rec.hedged = hedged;
+    }
+    let mut resp = match outcome.result {
+        Ok(Answer::Full { body, usage }) => {
+            if let Some(rec) = &mut record {
+                rec.status = 200;
+                audited::set_usage(rec, usage);
+                if state.audit.bodies() {
+                    rec.response_body = Some(String::from_utf8_lossy(&body).into_owned());
+                }
+            }
+            json_response(StatusCode::OK, full_body(dialect, body))
+        }
+        Ok(Answer::Stream { body, ttft, report }) => {
+            let body = match record.take() {
+                Some(mut rec) => {
+                    rec.status = 200;
+                    rec.ttft_ms = Some(ttft.as_secs_f64() * 1000.0);
+                    let audit = state.audit.clone();
+                    Box::pin(AuditedStream::new(body, rec, audit, report, started))
+                }
+                None => body,
+            };
+            let body = if dialect == Dialect::OpenAi {
+                body
+            } else {
+                wire::stream_from_openai(body, dialect)
+            };
+            let mut r = Response::new(Body::from_stream(body));
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            r
+        }
+        Ok(Answer::Upstream { status, body }) => {
+            if let Some(rec) = &mut record {
+                rec.status = status.as_u16();
+                rec.error = Some(String::from_utf8_lossy(&body).chars().take(1000).collect());
+            }
+            json_response(status, error_body(dialect, status, body))
+        }
+        Err(f) => {
+            if let Some(rec) = &mut record {
+                rec.status = f.status.as_u16();
+                rec.error = Some(f.message.clone());
+            }
+            ApiError::new(f.status, "upstream_error", f.code, f.message)
+                .into_dialect_response(dialect)
+        }
+    };
+    if let Some(mut rec) = record {
+        rec.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        state.audit.submit(rec);
+    }
+    let h = resp.headers_mut();
+    if let Some(target) = target {
+        h.insert(headers::TARGET, header_value(&target));
+    }
+    h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
+    if hedged {
+        h.insert(headers::HEDGED, HeaderValue::from_static("true"));
+    }
+    Ok(resp)
+}
