@@ -146,6 +146,23 @@ def report(results_path, meta_path, doc):
     def m(case, side, key):
         return med(vals(case, side, key))
 
+    def paired(case, key, op):
+        # Per round, gateway against the direct run made just before or after it; then the median.
+        out = []
+        for r in rows:
+            if r.get("case") == case and r.get("side") == "gateway" and key in r:
+                d = [x for x in rows if x.get("case") == case and x.get("side") == "direct"
+                     and x.get("round") == r.get("round") and key in x]
+                if d:
+                    out.append(op(r[key], d[0][key]))
+        return med(out)
+
+    def added(case, key):
+        return paired(case, key, lambda g, d: g - d)
+
+    def ratio(case, key):
+        return paired(case, key, lambda g, d: g / d if d else float("nan"))
+
     have_latq = any(r.get("case") == "latq" for r in rows)
     clk = meta.get("clk_tck", 100)
 
@@ -182,54 +199,58 @@ def report(results_path, meta_path, doc):
              "The load generator, the mock and the gateway share the same cores, so \"direct\" has the "
              "CPU to itself while the gateway path splits it three ways. "
              f"Medians of {meta['runs']} interleaved rounds (direct and gateway back to back in every "
-             "round, the order alternating). Request body: "
+             "round, the order alternating); \"added\" and \"gateway / direct\" are the medians of the "
+             "per-round differences and ratios, so they need not equal the difference of the two medians. "
+             "Request body: "
              f"`{meta['body']}` (streamed: the same with `\"stream\":true`).")
     L.append("")
     L.append("| | direct to mock | through switchyard | added | gateway / direct |")
     L.append("|---|---|---|---|---|")
     d50, g50, d99, g99 = lat["lat1"]
     L.append(f"| latency, concurrency 1, closed loop: p50 | {fmt_us(d50)} | {fmt_us(g50)} | "
-             f"{fmt_signed_us(g50 - d50)} | {g50 / d50:.2f}× |")
+             f"{fmt_signed_us(added('lat1', 'p50_us'))} | {ratio('lat1', 'p50_us'):.2f}× |")
     L.append(f"| latency, concurrency 1, closed loop: p99 | {fmt_us(d99)} | {fmt_us(g99)} | "
-             f"**{fmt_signed_us(g99 - d99)}** | {g99 / d99:.2f}× |")
+             f"**{fmt_signed_us(added('lat1', 'p99_us'))}** | {ratio('lat1', 'p99_us'):.2f}× |")
     if have_latq:
         d50, g50, d99, g99 = lat["latq"]
         q = meta["lat_qps"]
         L.append(f"| latency, concurrency 1 at {q} req/s: p50 | {fmt_us(d50)} | {fmt_us(g50)} | "
-                 f"{fmt_signed_us(g50 - d50)} | {g50 / d50:.2f}× |")
+                 f"{fmt_signed_us(added('latq', 'p50_us'))} | {ratio('latq', 'p50_us'):.2f}× |")
         L.append(f"| latency, concurrency 1 at {q} req/s: p99 | {fmt_us(d99)} | {fmt_us(g99)} | "
-                 f"{fmt_signed_us(g99 - d99)} | {g99 / d99:.2f}× |")
+                 f"{fmt_signed_us(added('latq', 'p99_us'))} | {ratio('latq', 'p99_us'):.2f}× |")
     for c in (64, 32):
         d, g = tp[c]
-        L.append(f"| max req/s, {c} connections | {fmt_rps(d)} | {fmt_rps(g)} | | **{g / d:.2f}×** |")
+        L.append(f"| max req/s, {c} connections | {fmt_rps(d)} | {fmt_rps(g)} | | **{ratio(f'tp{c}', 'rps'):.2f}×** |")
     for c in (64,):
         dd, gg = m(f"tp{c}", "direct", "p99_us"), m(f"tp{c}", "gateway", "p99_us")
         L.append(f"| p99 latency under load, {c} connections | {fmt_us(dd)} | {fmt_us(gg)} | "
-                 f"{fmt_signed_us(gg - dd)} | {gg / dd:.2f}× |")
+                 f"{fmt_signed_us(added(f'tp{c}', 'p99_us'))} | {ratio(f'tp{c}', 'p99_us'):.2f}× |")
     d, g = tt["first_p50_ms"]
-    L.append(f"| streaming: time to first chunk, p50 | {fmt_ms(d)} | {fmt_ms(g)} | **{(g - d):+.2f} ms** | {g / d:.2f}× |")
+    L.append(f"| streaming: time to first chunk, p50 | {fmt_ms(d)} | {fmt_ms(g)} | "
+             f"**{added('ttfb', 'first_p50_ms'):+.2f} ms** | {ratio('ttfb', 'first_p50_ms'):.2f}× |")
     d, g = tt["first_p99_ms"]
-    L.append(f"| streaming: time to first chunk, p99 | {fmt_ms(d)} | {fmt_ms(g)} | {(g - d):+.2f} ms | {g / d:.2f}× |")
+    L.append(f"| streaming: time to first chunk, p99 | {fmt_ms(d)} | {fmt_ms(g)} | "
+             f"{added('ttfb', 'first_p99_ms'):+.2f} ms | {ratio('ttfb', 'first_p99_ms'):.2f}× |")
     d, g = tt["total_p50_ms"]
-    L.append(f"| streaming: whole 12-chunk stream, p50 | {fmt_ms(d)} | {fmt_ms(g)} | {(g - d):+.2f} ms | {g / d:.2f}× |")
+    L.append(f"| streaming: whole 12-chunk stream, p50 | {fmt_ms(d)} | {fmt_ms(g)} | "
+             f"{added('ttfb', 'total_p50_ms'):+.2f} ms | {ratio('ttfb', 'total_p50_ms'):.2f}× |")
     L.append(f"| peak RSS (VmHWM) over the whole run | {mock_mib:.1f} MiB (the mock) | **{gw_mib:.1f} MiB** "
              f"(idle after start: {idle_mib:.1f} MiB) | | |")
     dcpu, gcpu = cpu_per_req("tp64", "direct", "mock"), cpu_per_req("tp64", "gateway", "gw")
     L.append(f"| CPU per request at 64 connections | {dcpu:.0f} µs (the mock) | {gcpu:.0f} µs (the gateway alone) | | |")
     L.append("")
 
-    d50, g50, d99, g99 = lat["lat1"]
-    added99 = g99 - d99
-    ttfb_added = tt["first_p50_ms"][1] - tt["first_p50_ms"][0]
+    added99 = added("lat1", "p99_us")
+    ttfb_added = added("ttfb", "first_p50_ms")
     L.append("| goal | target | got | |")
     L.append("|---|---|---|---|")
     L.append(f"| added p99 latency at concurrency 1 | under {GOAL_ADDED_P99_US:.0f} µs "
              f"(ANCHORS: within {ANCHOR_ADDED_P99_US:.0f} µs) | {fmt_signed_us(added99)} | "
              f"{verdict(added99 < GOAL_ADDED_P99_US)} (ANCHORS: {verdict(added99 <= ANCHOR_ADDED_P99_US)}) |")
     for c in (64, 32):
-        d, g = tp[c]
-        L.append(f"| throughput, {c} connections | at least {GOAL_TP_RATIO:.1f}× direct | {g / d:.2f}× | "
-                 f"{verdict(g / d >= GOAL_TP_RATIO)} |")
+        rr = ratio(f"tp{c}", "rps")
+        L.append(f"| throughput, {c} connections | at least {GOAL_TP_RATIO:.1f}× direct | {rr:.2f}× | "
+                 f"{verdict(rr >= GOAL_TP_RATIO)} |")
     L.append(f"| streaming, added time to first chunk (p50) | within +{GOAL_TTFB_ADDED_MS} ms | "
              f"{ttfb_added:+.2f} ms | {verdict(ttfb_added <= GOAL_TTFB_ADDED_MS)} |")
     L.append(f"| peak memory | under {GOAL_RSS_MIB:.0f} MiB | {gw_mib:.1f} MiB | {verdict(gw_mib < GOAL_RSS_MIB)} |")

@@ -1,0 +1,62 @@
+//! The official Anthropic Python SDK, pointed at the gateway's `/v1/messages` by base URL only,
+//! is answered by a Gemini-kind backup while the OpenAI-kind primary fails, streamed and not.
+//! `.ci/run` installs the SDK; outside CI the test says it is skipped when it is not installed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_python_sdk_rides_through_a_failing_primary() {
+    let have_sdk = std::process::Command::new("python3")
+        .args(["-c", "import anthropic"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_sdk {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the Anthropic SDK (pip install anthropic)"
+        );
+        eprintln!("SKIPPED: the Anthropic Python SDK is not installed (pip install anthropic)");
+        return;
+    }
+    let m = mocks(2).await;
+    let toml = format!(
+        "[[providers]]\nname = \"openai\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+         [[providers]]\nname = \"gemini\"\nkind = \"gemini\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n\
+         [[routes]]\nname = \"claude-ish\"\ntargets = [{{ provider = \"openai\", model = \"gpt-4o\" }}, {{ provider = \"gemini\", model = \"gemini-2.5-pro\" }}]\n",
+        m[0].base_url(),
+        m[1].root_url()
+    );
+    let gw = Gateway::start(&toml).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/anthropic_client.py");
+    let base = gw.url("");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args([script, &base, "claude-ish"])
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the SDK script failed:\n{stderr}");
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let whole = canonical_text(12, 0);
+    assert_eq!(got["text"], whole.as_str());
+    assert_eq!(got["stop_reason"], "end_turn");
+    assert_eq!(got["target"], "gemini/gemini-2.5-pro");
+    assert_eq!(got["stream_text"], whole.as_str());
+    assert_eq!(got["stream_stop_reason"], "end_turn");
+    assert!(got["stream_output_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(m[0].stats().requests, 2, "the primary failed both");
+    assert_eq!(m[1].stats().requests, 2, "the Gemini backup answered both");
+    gw.stop().await;
+}
