@@ -43,6 +43,7 @@ pub mod headers {
     pub const TARGET: &str = "x-switchyard-target";
     pub const ATTEMPTS: &str = "x-switchyard-attempts";
     pub const HEDGED: &str = "x-switchyard-hedged";
+    pub const TURNS_DROPPED: &str = "x-switchyard-turns-dropped";
     pub const FAILOVER: &str = "x-switchyard-failover";
     pub const TIMEOUT: &str = "x-switchyard-timeout";
 }

@@ -107,6 +107,7 @@ pub async fn respond(
     let outcome = dispatch(route, &req).await;
     let attempts = outcome.path.len();
     let hedged = outcome.hedged;
+    let turns_dropped = outcome.turns_dropped;
     let target = outcome.served_by().map(|t| t.id().to_owned());
     let mut record = state
         .audit
@@ -116,6 +117,7 @@ pub async fn respond(
         rec.path = outcome.audit_path();
         rec.target.clone_from(&target);
         rec.hedged = hedged;
+        rec.turns_dropped = turns_dropped as u32;
     }
     let mut resp = match outcome.result {
         Ok(Answer::Full { body, usage }) => {
@@ -179,6 +181,9 @@ pub async fn respond(
     h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
     if hedged {
         h.insert(headers::HEDGED, HeaderValue::from_static("true"));
+    }
+    if turns_dropped > 0 {
+        h.insert(headers::TURNS_DROPPED, HeaderValue::from(turns_dropped));
     }
     Ok(resp)
 }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::attempt::call_stream;
 use super::failover::AttemptError;
 use super::stream::Committed;
-use super::wire::{request_body, Canonical};
+use super::wire::{fitted_body, Canonical};
 use super::Route;
 use crate::api::chat_request::ChatRequest;
 use crate::api::sse::encode_data;
@@ -96,14 +96,10 @@ impl Continuation {
             let mut prefill = target.config.prefill;
             loop {
                 let partial = prefill.then_some(sent);
-                let body = match request_body(
-                    target.dialect,
-                    &self.chat,
-                    &self.canonical,
-                    &target.config.model,
-                    partial,
-                ) {
-                    Ok(body) => body,
+                let trim =
+                    route.config.context.on_overflow == crate::config::OnOverflow::TrimOldest;
+                let body = match fitted_body(target, trim, &self.chat, &self.canonical, partial) {
+                    Ok((body, _)) => body,
                     Err(e) => {
                         tracing::warn!(target = %target.id(), kind = e.kind(), "cannot ask for a continuation");
                         break;

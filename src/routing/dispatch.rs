@@ -69,6 +69,8 @@ pub struct Outcome {
     pub result: Result<Answer, Failure>,
     /// A hedge produced the answer.
     pub hedged: bool,
+    /// Turns dropped to fit the serving target's context window.
+    pub turns_dropped: usize,
     /// The entry of `path` whose target answered (also a client error returned as is).
     pub served: Option<usize>,
     /// Attempts made, in order.

@@ -20,7 +20,7 @@ use super::hedge::{self, HedgeOutcome};
 use super::plan::{failure, jittered, pick_target, Cursor, Pick};
 use super::relay::{relay, RelayContext};
 use super::{wire, Route, Target};
-use crate::config::MidStream;
+use crate::config::{MidStream, OnOverflow};
 use crate::metrics::names;
 
 /// One attempt that finished (answered or failed).
@@ -30,6 +30,8 @@ pub(super) struct Done {
     idx: usize,
     start: Instant,
     hedge: bool,
+    /// Turns dropped to fit the target's context window.
+    turns_dropped: usize,
     result: Result<Answer, AttemptError>,
 }
 
@@ -48,24 +50,21 @@ pub(super) fn launch<'a>(
         let target = &route.targets[idx];
         let start = Instant::now();
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
-        let body = match wire::request_body(
-            target.dialect,
-            &req.chat,
-            &req.canonical,
-            &target.config.model,
-            None,
-        ) {
-            Ok(body) => body,
-            Err(e) => {
-                return Done {
-                    seq,
-                    idx,
-                    start,
-                    hedge,
-                    result: Err(e),
+        let trim = route.config.context.on_overflow == OnOverflow::TrimOldest;
+        let (body, turns_dropped) =
+            match wire::fitted_body(target, trim, &req.chat, &req.canonical, None) {
+                Ok(fitted) => fitted,
+                Err(e) => {
+                    return Done {
+                        seq,
+                        idx,
+                        start,
+                        hedge,
+                        turns_dropped: 0,
+                        result: Err(e),
+                    }
                 }
-            }
-        };
+            };
         let result = if req.chat.stream {
             let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
             call_stream(
@@ -119,6 +118,7 @@ pub(super) fn launch<'a>(
             idx,
             start,
             hedge,
+            turns_dropped,
             result,
         }
     }
@@ -372,7 +372,15 @@ impl<'a> Race<'a> {
                         .events
                         .push("hedge", Some(&route.config.name), target.id(), label, label);
                 }
-                return Some(self.finish(Ok(answer), done.hedge, served, done.idx));
+                if done.turns_dropped > 0 {
+                    tracing::info!(
+                        request_id = %self.req.id, route = %route.config.name, target = %target.id(),
+                        turns_dropped = done.turns_dropped, "conversation trimmed to the target's context window"
+                    );
+                }
+                let mut outcome = self.finish(Ok(answer), done.hedge, served, done.idx);
+                outcome.turns_dropped = done.turns_dropped;
+                return Some(outcome);
             }
             Err(err) => err,
         };
@@ -477,6 +485,7 @@ impl<'a> Race<'a> {
         let outcome = Outcome {
             result,
             hedged,
+            turns_dropped: 0,
             served,
             path: std::mem::take(&mut self.path),
             skipped: std::mem::take(&mut self.skipped),
