@@ -283,7 +283,8 @@ def report(results_path, meta_path, doc):
              "`$G` is `http://GATEWAY/v1/chat/completions`, `body.json` the body above):")
     L.append("")
     L.append("```sh")
-    L.append("bench/overhead      # all of it: build, mock, gateway, measurements, this section")
+    prefix = f"NICE={meta['nice']} " if meta.get("nice") else ""
+    L.append(f"{prefix}bench/overhead      # all of it: build, mock, gateway, measurements, this section")
     L.append("switchyard mock --port 0 --name bench          # prints its address")
     L.append("curl -X PUT -d '{\"latency_ms\": 0}' http://MOCK/mock/plan")
     L.append("switchyard serve -c gateway.toml               # the minimal config: one route, audit off")

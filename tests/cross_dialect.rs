@@ -241,3 +241,44 @@ async fn the_anthropic_api_returns_errors_in_its_own_envelope() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["type"], "error");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_gemini_target_is_probed_in_its_own_dialect_and_comes_back() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&toml(&m, &["gem", "oai"], &[])).await;
+    m[2].set_plan(down());
+    for _ in 0..5 {
+        assert_eq!(gw.chat(conversation(false)).await.status(), 200);
+    }
+    let state = |s: Value| {
+        s["targets"][0]["breaker"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let status = || async {
+        client()
+            .get(gw.url("/admin/status"))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    assert_eq!(state(status().await), "open");
+    m[2].set_plan(FaultPlan::default());
+    tokio::time::sleep(std::time::Duration::from_secs(45)).await;
+    assert_eq!(
+        state(status().await),
+        "closed",
+        "probes in Gemini's dialect succeeded"
+    );
+    let probe = m[2]
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.header("x-switchyard-probe").is_some())
+        .unwrap();
+    assert!(probe.body["contents"].is_array(), "{}", probe.body);
+}

@@ -241,3 +241,21 @@ async fn malformed_upstream_replies_fail_over() {
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
     assert_eq!(completion_text(&json(resp).await), canonical_text(12, 0));
 }
+
+#[tokio::test]
+async fn a_context_length_error_with_no_larger_window_is_returned_as_is() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config_with(&m, "", &[Some(8_000), Some(4_000)])).await;
+    m[0].set_plan(FaultPlan {
+        max_context_tokens: Some(1),
+        ..Default::default()
+    });
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(
+        resp.status(),
+        400,
+        "the client must trim: a 502 would hide that"
+    );
+    assert_eq!(json(resp).await["error"]["code"], "context_length_exceeded");
+    assert_eq!(m[1].stats().requests, 0, "a smaller window is never tried");
+}

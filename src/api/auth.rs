@@ -74,6 +74,22 @@ impl Auth {
     }
 }
 
+/// Middleware: with `[auth]` set, the request must carry a client key (admin mutations and
+/// the audit log); without it, everything passes.
+pub async fn require(
+    axum::extract::State(state): axum::extract::State<super::AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(auth) = &state.auth {
+        if let Err(e) = auth.check(request.headers()) {
+            return e.into_response();
+        }
+    }
+    next.run(request).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,10 +46,15 @@ struct Shallow<'a> {
     #[serde(borrow)]
     model: Option<&'a RawValue>,
     stream: Option<bool>,
-    #[serde(borrow)]
+    /// Present even when `null` (serde's `Option` would read that as absent).
+    #[serde(default, borrow, deserialize_with = "present")]
     stream_options: Option<&'a RawValue>,
     #[serde(borrow)]
     messages: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as Deserialize>::deserialize(d).map(Some)
 }
 
 fn range_of(body: &[u8], raw: &RawValue) -> Range<usize> {
@@ -84,7 +89,13 @@ impl ChatRequest {
                         usage_edit = Some((range_of(&body, raw), text));
                     }
                 }
-                _ => {
+                Some(raw) => {
+                    // `"stream_options": null`: replace the null itself, or the key would be
+                    // sent twice.
+                    let field = r#"{"include_usage":true}"#.to_owned();
+                    usage_edit = Some((range_of(&body, raw), field));
+                }
+                None => {
                     // Insert right after the opening brace; `model` follows, so a comma is right.
                     let at = body.iter().position(|&b| b == b'{').map_or(0, |i| i + 1);
                     let field = r#""stream_options":{"include_usage":true},"#.to_owned();
@@ -185,6 +196,12 @@ mod tests {
             out["stream_options"],
             json!({"foo":1,"include_usage": true})
         );
+
+        let (_, out) = upstream(
+            json!({"model":"m","stream":true,"stream_options":null,"messages":[{"role":"user","content":"x"}]}),
+            "u",
+        );
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
 
         let (req, out) = upstream(
             json!({"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}),

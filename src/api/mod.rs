@@ -50,7 +50,16 @@ pub mod headers {
 
 /// The gateway's HTTP router.
 pub fn router(state: AppState) -> Router {
+    // What changes routing or reads request data needs a client key when `[auth]` is set.
+    let guarded = Router::new()
+        .route("/admin/audit", get(audit::records))
+        .route("/admin/targets/{*path}", post(admin::breaker))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ));
     Router::new()
+        .merge(guarded)
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/models", get(openai::models))
@@ -58,9 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(|| async { "ready" }))
         .route("/metrics", get(admin::metrics))
         .route("/admin/status", get(admin::status))
-        .route("/admin/audit", get(audit::records))
         .route("/admin/events", get(admin::events))
-        .route("/admin/targets/{*path}", post(admin::breaker))
         .route("/dashboard", get(dashboard::page))
         .fallback(openai::not_found)
         .with_state(state)

@@ -75,6 +75,25 @@ fn error_body(dialect: Dialect, status: StatusCode, body: Bytes) -> Bytes {
     Bytes::from(dialect.write_error(&err))
 }
 
+/// Files the audit record of a request whose client disconnected before its answer.
+struct Abandoned<'a> {
+    audit: &'a crate::audit::Audit,
+    record: Option<crate::audit::AuditRecord>,
+    started: Instant,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if let Some(mut rec) = self.record.take() {
+            rec.status = 499;
+            rec.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+            rec.error =
+                Some("the client disconnected before the answer; attempts were cancelled".into());
+            self.audit.submit(rec);
+        }
+    }
+}
+
 /// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape).
 pub async fn respond(
     state: &AppState,
@@ -84,7 +103,7 @@ pub async fn respond(
     chat: ChatRequest,
     canonical: Canonical,
 ) -> Result<Response, ApiError> {
-    let routing = state.routing.load();
+    let routing = state.routing.load_full();
     let Some(route) = routing.route(&chat.model) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -104,15 +123,21 @@ pub async fn respond(
         timeout: edge.timeout,
         canonical: Arc::new(canonical),
     };
+    // A client that goes away drops this future mid-dispatch: the guard still files a record.
+    let mut guard = Abandoned {
+        audit: &state.audit,
+        record: state
+            .audit
+            .enabled()
+            .then(|| audited::draft(&state.audit, &req, &route.config.name, edge.client_key_id)),
+        started,
+    };
     let outcome = dispatch(route, &req).await;
+    let mut record = guard.record.take();
     let attempts = outcome.path.len();
     let hedged = outcome.hedged;
     let turns_dropped = outcome.turns_dropped;
     let target = outcome.served_by().map(|t| t.id().to_owned());
-    let mut record = state
-        .audit
-        .enabled()
-        .then(|| audited::draft(&state.audit, &req, &route.config.name, edge.client_key_id));
     if let Some(rec) = &mut record {
         rec.path = outcome.audit_path();
         rec.target.clone_from(&target);

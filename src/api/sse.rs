@@ -20,6 +20,8 @@ pub struct SseDecoder {
     event: Option<String>,
     data: BytesMut,
     has_data: bool,
+    /// `buf[..scanned]` holds no line end: a long event arriving in pieces is scanned once.
+    scanned: usize,
 }
 
 /// Streams longer than this without a line break are malformed; the decoder drops them.
@@ -44,17 +46,25 @@ impl SseDecoder {
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<SseEvent> {
         loop {
-            let end = self.buf.iter().position(|&b| b == b'\n' || b == b'\r');
+            let from = self.scanned.min(self.buf.len());
+            let end = self.buf[from..]
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .map(|i| from + i);
             let Some(end) = end else {
+                self.scanned = self.buf.len();
                 if self.buf.len() > MAX_LINE {
                     self.buf.clear();
+                    self.scanned = 0;
                 }
                 return None;
             };
             // A CR at the very end may be the first half of a CRLF: wait for the next byte.
             if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
+                self.scanned = end;
                 return None;
             }
+            self.scanned = 0;
             let line = self.buf.split_to(end);
             let skip = if self.buf.starts_with(b"\r\n") { 2 } else { 1 };
             self.buf.advance(skip);

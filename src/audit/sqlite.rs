@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::types::Value;
-use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+use rusqlite::types::{ToSql, Value};
+use rusqlite::{params_from_iter, Connection, OpenFlags, TransactionBehavior};
 
 use super::query::{AuditQuery, Param};
 use super::schema::{Row, COLUMNS, SQLITE_MIGRATIONS, VERSION_TABLE};
@@ -14,6 +14,44 @@ use super::{AuditError, AuditRecord};
 
 /// How long a statement waits for another connection's lock before failing with "busy".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Rows per multi-row `INSERT` (18 parameters each, well under SQLite's limit).
+const ROWS_PER_INSERT: usize = 32;
+
+/// `INSERT` of `n` rows.
+fn insert_sql(n: usize) -> String {
+    let row = format!("({})", vec!["?"; 18].join(", "));
+    format!(
+        "INSERT INTO audit_records ({COLUMNS}) VALUES {}",
+        vec![row; n].join(", ")
+    )
+}
+
+impl Row {
+    /// The values in [`COLUMNS`] order.
+    fn values(&self) -> [&dyn ToSql; 18] {
+        [
+            &self.request_id,
+            &self.time_ms,
+            &self.client_key_id,
+            &self.route,
+            &self.stream,
+            &self.status,
+            &self.target,
+            &self.latency_ms,
+            &self.ttft_ms,
+            &self.tokens_in,
+            &self.tokens_out,
+            &self.turns_dropped,
+            &self.hedged,
+            &self.error,
+            &self.attempts,
+            &self.path,
+            &self.request_body,
+            &self.response_body,
+        ]
+    }
+}
 
 /// Rows deleted per statement when pruning, so the write lock is never held for long.
 const PRUNE_CHUNK: usize = 10_000;
@@ -70,37 +108,23 @@ impl SqliteStore {
         blocking(move || f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner))).await
     }
 
-    /// Insert a batch in one transaction: all or nothing.
+    /// Insert a batch in one transaction: all or nothing. Rows go [`ROWS_PER_INSERT`] to a
+    /// statement (fewer statement steps per row), the rest one by one.
     pub async fn write(&self, rows: Vec<Row>) -> Result<(), AuditError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             {
-                let sql = format!(
-                    "INSERT INTO audit_records ({COLUMNS}) VALUES \
-                     (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                );
-                let mut insert = tx.prepare_cached(&sql)?;
-                for r in &rows {
-                    insert.execute(params![
-                        r.request_id,
-                        r.time_ms,
-                        r.client_key_id,
-                        r.route,
-                        r.stream,
-                        r.status,
-                        r.target,
-                        r.latency_ms,
-                        r.ttft_ms,
-                        r.tokens_in,
-                        r.tokens_out,
-                        r.turns_dropped,
-                        r.hedged,
-                        r.error,
-                        r.attempts,
-                        r.path,
-                        r.request_body,
-                        r.response_body,
-                    ])?;
+                let mut many = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
+                let mut one = tx.prepare_cached(&insert_sql(1))?;
+                for chunk in rows.chunks(ROWS_PER_INSERT) {
+                    let values = chunk.iter().flat_map(Row::values);
+                    if chunk.len() == ROWS_PER_INSERT {
+                        many.execute(params_from_iter(values))?;
+                    } else {
+                        for r in chunk {
+                            one.execute(params_from_iter(r.values()))?;
+                        }
+                    }
                 }
             }
             tx.commit()?;
@@ -141,7 +165,7 @@ impl SqliteStore {
                 })
                 .collect();
             let mut stmt = conn.prepare(&sql)?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(values), |r| {
+            let rows = stmt.query_map(params_from_iter(values), |r| {
                 Ok(Row {
                     request_id: r.get(0)?,
                     time_ms: r.get(1)?,
@@ -248,6 +272,17 @@ mod tests {
             .write(vec![Row::from_record(&rec)])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        // Multi-row statements and the rest one by one (2 x 32 + 6).
+        let many = (0..70)
+            .map(|i| {
+                Row::from_record(&AuditRecord {
+                    request_id: format!("m{i}"),
+                    time_ms: 1,
+                    ..rec.clone()
+                })
+            })
+            .collect();
+        store.write(many).await.unwrap_or_else(|e| panic!("{e}"));
         drop(store);
         // Opening again applies nothing twice.
         let store = SqliteStore::open_writer(&path_str)
@@ -255,7 +290,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let got = store
             .query(&AuditQuery {
-                limit: 10,
+                limit: 100,
                 ..Default::default()
             })
             .await
@@ -265,7 +300,10 @@ mod tests {
             error: Some("nul \u{FFFD} inside".into()),
             ..rec
         };
-        assert_eq!(got, vec![want]);
+        assert_eq!(got.len(), 71);
+        assert_eq!(got[0], want);
+        assert_eq!(got[1].request_id, "m69", "newest first, ties by insertion");
+        assert_eq!(got[70].request_id, "m0");
         for ext in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{path_str}{ext}"));
         }

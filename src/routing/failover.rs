@@ -163,11 +163,15 @@ pub fn parse_retry_after(headers: &http::HeaderMap) -> Option<Duration> {
         let v: f64 = headers.get(name)?.to_str().ok()?.trim().parse().ok()?;
         (v.is_finite() && v >= 0.0).then_some(v)
     };
-    if let Some(ms) = num("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    num("retry-after").map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+    let secs = num("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| num("retry-after"))?;
+    Duration::try_from_secs_f64(secs.min(MAX_RETRY_AFTER.as_secs_f64())).ok()
 }
+
+/// A `Retry-After` longer than this is read as this: a target that long gone is the breaker's
+/// business, not a park's.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(20 * 60);
 
 /// The machine-readable `error.code` of an OpenAI-shaped error body.
 pub fn error_code(body: &[u8]) -> Option<String> {

@@ -134,12 +134,23 @@ impl Health {
 
     /// One attempt (or probe) ended after `elapsed`.
     pub fn attempt(&self, now: Instant, verdict: Verdict, elapsed: Duration) {
+        self.record(now, verdict, elapsed, true);
+    }
+
+    /// A stream attempt ended after `elapsed`: counted like an attempt, but its length (the
+    /// answer's, not the target's speed) stays out of the latency SLI; its time to first token
+    /// was recorded at the commit point.
+    pub fn stream_ended(&self, now: Instant, verdict: Verdict, elapsed: Duration) {
+        self.record(now, verdict, elapsed, false);
+    }
+
+    fn record(&self, now: Instant, verdict: Verdict, elapsed: Duration, latency: bool) {
         let t = {
             let mut inner = self.lock();
             match verdict {
                 Verdict::Neutral => None,
                 Verdict::Ok => {
-                    inner.sli.attempt(now, true, Some(elapsed));
+                    inner.sli.attempt(now, true, latency.then_some(elapsed));
                     inner.breaker.record(now, false)
                 }
                 Verdict::Failed => {

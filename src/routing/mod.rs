@@ -84,6 +84,9 @@ pub struct Route {
     /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
     requests: Vec<[Arc<AtomicU64>; 3]>,
     duration: Arc<AtomicHistogram>,
+    /// `failovers_total{reason="breaker_open"}` by (from, to) target index: counted on every
+    /// request of an outage, so resolved once here rather than looked up by labels.
+    breaker_open: Vec<Vec<Arc<AtomicU64>>>,
 }
 
 impl Route {
@@ -98,6 +101,19 @@ impl Route {
 
     /// Count a move from one target to another.
     pub fn count_failover(&self, from: &Target, to: &Target, reason: &'static str) {
+        if reason == "breaker_open" {
+            let idx = |t: &Target| {
+                self.targets
+                    .iter()
+                    .position(|x| std::ptr::eq(x.as_ref(), t))
+            };
+            if let (Some(f), Some(t)) = (idx(from), idx(to)) {
+                if let Some(c) = self.breaker_open.get(f).and_then(|row| row.get(t)) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
         self.metrics.inc(
             names::FAILOVERS,
             &[
@@ -157,7 +173,11 @@ impl Target {
 
     /// Keep user traffic off this target for `wait` (a longer park already in force stays).
     pub fn park(&self, now: Instant, wait: Duration) {
-        let until = (now.saturating_duration_since(self.origin) + wait).as_millis() as u64;
+        let wait = wait.min(failover::MAX_RETRY_AFTER);
+        let until = now
+            .saturating_duration_since(self.origin)
+            .saturating_add(wait)
+            .as_millis() as u64;
         self.parked_until_ms
             .fetch_max(until.max(1), Ordering::Relaxed);
     }
@@ -244,6 +264,30 @@ impl Routing {
                     })
                 })
                 .collect();
+            let breaker_open = resolved
+                .iter()
+                .enumerate()
+                .map(|(i, from)| {
+                    resolved
+                        .iter()
+                        .enumerate()
+                        .map(|(j, to)| {
+                            if i == j {
+                                return Arc::default(); // never a failover: not exported
+                            }
+                            m.counter(
+                                names::FAILOVERS,
+                                &[
+                                    ("route", &route.name),
+                                    ("from", from.id()),
+                                    ("to", to.id()),
+                                    ("reason", "breaker_open"),
+                                ],
+                            )
+                        })
+                        .collect()
+                })
+                .collect();
             routes.insert(
                 route.name.clone(),
                 Arc::new(Route {
@@ -255,6 +299,7 @@ impl Routing {
                     events: shared.events.clone(),
                     requests: rows,
                     duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
+                    breaker_open,
                 }),
             );
         }

@@ -72,6 +72,7 @@ pub fn pick_target(
     busy: &[usize],
     deadline: Instant,
     skipped: &mut Vec<Arc<Target>>,
+    allow_open: bool,
 ) -> Option<Pick> {
     let now = Instant::now();
     let mut soonest_parked: Option<(usize, Duration)> = None;
@@ -108,7 +109,9 @@ pub fn pick_target(
             return Some(Pick::After(i, wait));
         }
     }
-    closest_open.map(|(i, _)| Pick::Now(i))
+    closest_open
+        .filter(|_| allow_open)
+        .map(|(i, _)| Pick::Now(i))
 }
 
 /// 50 ms, 100 ms, 200 ms ... each between half and all of it.

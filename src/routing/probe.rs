@@ -10,32 +10,38 @@ use tokio::time::Instant;
 
 use super::attempt::call_full;
 use super::health::Verdict;
+use super::wire::{self, Canonical};
 use super::{Routing, Target};
+use crate::api::chat_request::ChatRequest;
 
 /// How often the prober looks for due probes.
 const TICK: Duration = Duration::from_millis(100);
 
-/// The probe's request body: as small as a chat request gets.
-fn probe_body(model: &str) -> Vec<u8> {
-    serde_json::json!({
-        "model": model,
+/// The probe's request: as small as a chat request gets, in the target's own dialect.
+fn probe_body(target: &Target) -> Option<Vec<u8>> {
+    let openai = serde_json::json!({
+        "model": target.config.model,
         "messages": [{"role": "user", "content": "ping"}],
         "max_tokens": 1,
-    })
-    .to_string()
-    .into_bytes()
+    });
+    let chat = ChatRequest::parse(bytes::Bytes::from(openai.to_string())).ok()?;
+    wire::request_body(
+        target.dialect,
+        &chat,
+        &Canonical::default(),
+        &target.config.model,
+        None,
+    )
+    .ok()
 }
 
 /// Probe one target and report the result to its breaker.
 pub async fn probe(target: Arc<Target>) {
     let start = Instant::now();
-    let result = call_full(
-        &target,
-        probe_body(&target.config.model),
-        start + target.probe_timeout,
-        true,
-    )
-    .await;
+    let Some(body) = probe_body(&target) else {
+        return;
+    };
+    let result = call_full(&target, body, start + target.probe_timeout, true).await;
     let elapsed = start.elapsed();
     let verdict = match &result {
         Ok(_) => Verdict::Ok,

@@ -148,6 +148,8 @@ pub(super) struct Race<'a> {
     errors: Vec<AttemptError>,
     cur: Cursor<'a>,
     budget_spent: bool,
+    /// The "all targets open, try the closest to recovery" fallback was used (once a request).
+    open_fallback_used: bool,
     launched: usize,
     hedged: bool,
     /// (target index, start, launch seq) of each attempt in flight.
@@ -187,6 +189,7 @@ impl<'a> Race<'a> {
             errors: Vec::new(),
             cur: Cursor::new(policy.same_target_retries),
             budget_spent: false,
+            open_fallback_used: false,
             launched: 0,
             hedged: false,
             running: Vec::new(),
@@ -247,13 +250,24 @@ impl<'a> Race<'a> {
                 &busy,
                 self.deadline,
                 &mut self.skipped,
+                !self.open_fallback_used,
             )
         } else {
             Some(Pick::Now(0))
         };
         let i = match pick {
             None => return Launch::Stop,
-            Some(Pick::Now(i)) => i,
+            Some(Pick::Now(i)) => {
+                if self
+                    .skipped
+                    .iter()
+                    .any(|t| Arc::ptr_eq(t, &route.targets[i]))
+                {
+                    // Every target left is open: this one, closest to recovery, is tried once.
+                    self.open_fallback_used = true;
+                }
+                i
+            }
             Some(Pick::After(i, wait)) => {
                 // Only parked targets remain: wait for the one that frees up first.
                 self.cur.move_to(i, same);
@@ -304,6 +318,7 @@ impl<'a> Race<'a> {
             &busy,
             self.deadline,
             &mut passed_over,
+            false,
         ) {
             Some(Pick::Now(i))
                 if !passed_over
@@ -347,6 +362,10 @@ impl<'a> Race<'a> {
         let route = self.route;
         let policy = &route.config.failover;
         self.running.retain(|r| r.2 != done.seq);
+        if self.running.is_empty() {
+            // A hedge deadline belongs to the attempts it would race; none are left.
+            self.hedge_at = None;
+        }
         let target = &route.targets[done.idx];
         let elapsed = done.start.elapsed();
         let err = match done.result {
@@ -432,7 +451,7 @@ impl<'a> Race<'a> {
             }
             self.cur
                 .move_to(self.cur.idx.max(done.idx) + 1, policy.same_target_retries);
-            if self.running.len() < self.max_parallel {
+            if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
                 self.next_at = Some(now);
             }
             self.errors.push(err);
@@ -494,8 +513,27 @@ impl<'a> Race<'a> {
         outcome
     }
 
-    /// Nothing more to try: the client gets an error that lists the path.
+    /// Nothing more to try: the client gets an error that lists the path. A context-length
+    /// error that found no larger window is the client's to handle (trim and retry), so it is
+    /// returned as the provider gave it.
     pub(super) fn give_up(mut self) -> Outcome {
+        let policy = &self.route.config.failover;
+        if let Some(AttemptError::Status { status, body, .. }) = self
+            .errors
+            .last()
+            .filter(|e| e.next_step(policy) == NextStep::NextLargerWindow)
+        {
+            let answer = Answer::Upstream {
+                status: *status,
+                body: body.clone(),
+            };
+            let served = Some(self.path.len() - 1);
+            let last = self.path.last().map(|a| a.target.clone());
+            let idx = last
+                .and_then(|t| self.route.targets.iter().position(|x| Arc::ptr_eq(x, &t)))
+                .unwrap_or(0);
+            return self.finish(Ok(answer), false, served, idx);
+        }
         let out_of_time = Instant::now() >= self.deadline;
         let f = failure(
             self.route,
@@ -513,6 +551,12 @@ impl<'a> Race<'a> {
 fn finish(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
     let now = Instant::now();
     let (outcome_label, served) = match &outcome.result {
+        // A provider's own error passed on (failover off): the target failed.
+        Ok(Answer::Upstream { status, .. })
+            if status.is_server_error() || matches!(status.as_u16(), 401 | 403 | 429) =>
+        {
+            (2, Some(served_idx))
+        }
         Ok(Answer::Upstream { .. }) => (1, Some(served_idx)),
         Ok(_) => (0, Some(served_idx)),
         Err(_) => (2, None),

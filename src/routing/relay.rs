@@ -141,12 +141,13 @@ impl Relay {
     fn close_attempt(&mut self, outcome: &'static str) {
         let now = Instant::now();
         let duration = now - self.attempt_start;
-        let verdict = if outcome == "ok" {
-            Verdict::Ok
-        } else {
-            Verdict::Failed
+        // A restart that diverged is the sampling's doing, not the target's.
+        let verdict = match outcome {
+            "ok" => Verdict::Ok,
+            "diverged" => Verdict::Neutral,
+            _ => Verdict::Failed,
         };
-        self.current.health.attempt(now, verdict, duration);
+        self.current.health.stream_ended(now, verdict, duration);
         self.attempts.push(StreamAttempt {
             target: self.current.id().to_owned(),
             start: self.attempt_start - self.ctx.request_start,
