@@ -185,3 +185,29 @@ async fn a_client_that_goes_away_cancels_the_upstream_call() {
     let stats = m[0].stats();
     assert_eq!((stats.cancelled, stats.completed), (1, 0));
 }
+
+#[tokio::test]
+async fn finished_streams_leave_their_upstream_connection_for_reuse() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    // The upstream's body ends a while after its last event: the client's answer is complete
+    // before that, and the connection is only reusable if the gateway still reads to the end.
+    m[0].set_plan(FaultPlan {
+        omit_done: true,
+        hold_open_ms: 50,
+        ..Default::default()
+    });
+    for _ in 0..10 {
+        let resp = gw.chat(chat_body(true)).await;
+        let events = sse_events(&resp.text().await.unwrap());
+        assert_eq!(stream_text(&events), canonical_text(12, 0));
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+    let stats = m[0].stats();
+    assert_eq!(stats.completed, 10);
+    assert!(
+        stats.connections <= 2,
+        "{} connections for 10 sequential streams",
+        stats.connections
+    );
+}

@@ -60,6 +60,9 @@ pub struct MockStats {
     pub completed: u64,
     /// Requests whose client went away first (while waiting, stalled or mid-stream).
     pub cancelled: u64,
+    /// TCP connections accepted since the mock started (not reset by `reset`).
+    #[serde(default)]
+    pub connections: u64,
     /// The same counts per requested model (Azure: per deployment). Requests whose model could
     /// not be read (a body that is not JSON) are only in the totals.
     pub by_model: BTreeMap<String, ModelCounts>,

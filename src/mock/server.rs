@@ -11,7 +11,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::Router;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
@@ -27,18 +26,21 @@ pub async fn serve(
     name: String,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_app(listener, app(MockState::new(&name)), shutdown).await
+    let state = MockState::new(&name);
+    serve_app(listener, Arc::clone(&state), shutdown).await
 }
 
 async fn serve_app(
     listener: TcpListener,
-    app: Router,
+    state: Arc<MockState>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let (kill, killed) = watch::channel(false);
+    let app = app(Arc::clone(&state));
     let listener = AbortableListener {
         inner: listener,
         killed,
+        state,
     };
     tokio::select! {
         served = axum::serve(listener, app).into_future() => served,
@@ -55,6 +57,7 @@ async fn serve_app(
 struct AbortableListener {
     inner: TcpListener,
     killed: watch::Receiver<bool>,
+    state: Arc<MockState>,
 }
 
 impl axum::serve::Listener for AbortableListener {
@@ -65,6 +68,9 @@ impl axum::serve::Listener for AbortableListener {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    self.state
+                        .connections
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     // Stream chunks are small and timed; Nagle would delay them.
                     let _ = stream.set_nodelay(true);
                     let mut killed = self.killed.clone();
@@ -180,7 +186,7 @@ impl MockServer {
             // Resolves on `send` and when the sender is dropped with the server.
             let _ = stopped.await;
         };
-        let task = tokio::spawn(serve_app(listener, app(Arc::clone(&state)), shutdown));
+        let task = tokio::spawn(serve_app(listener, Arc::clone(&state), shutdown));
         Ok(MockServer {
             state,
             addr,

@@ -58,6 +58,8 @@ pub(crate) struct MockState {
     plans: Mutex<Plans>,
     counters: Mutex<Arc<CounterSet>>,
     recorded: Mutex<VecDeque<RecordedRequest>>,
+    /// TCP connections accepted (tests check that the gateway reuses its upstream connections).
+    pub(crate) connections: std::sync::atomic::AtomicU64,
 }
 
 impl MockState {
@@ -67,6 +69,7 @@ impl MockState {
             plans: Mutex::default(),
             counters: Mutex::default(),
             recorded: Mutex::new(VecDeque::with_capacity(RECORDED_REQUESTS)),
+            connections: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -130,6 +133,7 @@ impl MockState {
             requests: total.requests,
             completed: total.completed,
             cancelled: total.cancelled,
+            connections: self.connections.load(std::sync::atomic::Ordering::Relaxed),
             by_model,
         }
     }

@@ -23,6 +23,8 @@ use crate::api::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
 /// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
 /// `[DONE]` before we close it ourselves.
 const FINISH_GRACE: Duration = Duration::from_secs(1);
+/// How long a finished stream's upstream is read to its end so its connection can be reused.
+const DRAIN_FOR: Duration = Duration::from_secs(2);
 
 /// Who is relaying: for the log lines a broken stream writes, the target's health (which learns
 /// how the attempt ended when the stream does), and continuation.
@@ -162,6 +164,14 @@ impl Relay {
         self.ended = true;
         self.close_attempt("ok");
         self.report(None);
+        // Read what is left of the upstream body (`[DONE]`, the chunked terminator) so its
+        // connection goes back to the pool instead of being closed: otherwise the next stream
+        // to this provider pays a new TCP and TLS handshake before its first token.
+        let rest = std::mem::replace(&mut self.upstream, futures_util::stream::empty().boxed());
+        tokio::spawn(async move {
+            let drain = rest.for_each(|_| std::future::ready(()));
+            let _ = tokio::time::timeout(DRAIN_FOR, drain).await;
+        });
     }
 
     fn report(&mut self, error: Option<String>) {
