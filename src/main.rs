@@ -1,5 +1,9 @@
 use std::process::ExitCode;
 
+/// glibc's allocator costs a gateway ~15% of its CPU per request; mimalloc about a third of that.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 use switchyard::app::AppError;
 use switchyard::cli::{self, Cli};
