@@ -282,3 +282,81 @@ async fn a_gemini_target_is_probed_in_its_own_dialect_and_comes_back() {
         .unwrap();
     assert!(probe.body["contents"].is_array(), "{}", probe.body);
 }
+
+/// Every pair of client API and upstream kind, with a tool call, whole and streamed.
+#[tokio::test]
+async fn tool_calls_for_every_client_api_and_upstream_kind() {
+    let m = mocks(3).await;
+    for (target, mock) in [("oai", 0), ("ant", 1), ("gem", 2)] {
+        let gw = Gateway::start(&toml(&m, &[target], &[])).await;
+        m[mock].set_plan(FaultPlan {
+            tool_call: true,
+            ..Default::default()
+        });
+        // OpenAI client.
+        let mut req = conversation(false);
+        req["tools"] = json!([{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+        let body: Value = gw.chat(req.clone()).await.json().await.unwrap();
+        let call = &body["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "get_weather", "{target}: {body}");
+        let args: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"city": "Paris"}), "{target}");
+        req["stream"] = json!(true);
+        let events = sse_events(&gw.chat(req).await.text().await.unwrap());
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| {
+                e["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].as_str()
+            })
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&streamed).unwrap(),
+            json!({"city": "Paris"}),
+            "{target} stream"
+        );
+
+        // Anthropic client.
+        let anthropic = |stream: bool| {
+            client()
+                .post(gw.url("/v1/messages"))
+                .json(&json!({
+                    "model": "chat", "max_tokens": 256, "stream": stream,
+                    "tools": [{"name": "get_weather", "input_schema": {"type": "object",
+                        "properties": {"city": {"type": "string"}}}}],
+                    "messages": [{"role": "user", "content": "Weather in Paris?"}]
+                }))
+                .send()
+        };
+        let body: Value = anthropic(false).await.unwrap().json().await.unwrap();
+        let tool_use = body["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["type"] == "tool_use")
+            .cloned();
+        let tool_use = tool_use.unwrap_or_else(|| panic!("{target}: {body}"));
+        assert_eq!(tool_use["name"], "get_weather");
+        assert_eq!(tool_use["input"], json!({"city": "Paris"}));
+        assert_eq!(body["stop_reason"], "tool_use", "{target}");
+        let text = anthropic(true).await.unwrap().text().await.unwrap();
+        let mut partial = String::new();
+        for ev in text.split("\n\n") {
+            let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                continue;
+            };
+            let v: Value = serde_json::from_str(data).unwrap();
+            if let Some(p) = v["delta"]["partial_json"].as_str() {
+                partial.push_str(p);
+            }
+        }
+        assert_eq!(
+            serde_json::from_str::<Value>(&partial).unwrap(),
+            json!({"city": "Paris"}),
+            "{target} anthropic stream"
+        );
+        m[mock].reset();
+        gw.stop().await;
+    }
+}
