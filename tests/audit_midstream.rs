@@ -1,0 +1,47 @@
+//! The audit path of a stream continued on another target: both attempts, how the first one
+//! broke, and how much of the answer the second was handed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use support::audit::TestStore;
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan};
+
+#[tokio::test]
+async fn a_continued_stream_records_both_attempts_and_the_text_carried_over() {
+    let store = TestStore::sqlite();
+    let m = mocks(2).await;
+    m[0].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    let gw = Gateway::start(&with_audit(&config(&m, ""), &store.url(), "")).await;
+    let resp = gw.chat(chat_body(true)).await;
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+    gw.stop().await;
+    let all = store.all().await;
+    assert_eq!(all.len(), 1, "{all:#?}");
+    let rec = &all[0];
+    let steps: Vec<_> = rec
+        .path
+        .iter()
+        .map(|a| (a.target.as_str(), a.outcome.as_str(), a.carried_chars))
+        .collect();
+    let carried = "alpha-1 bravo-2 charlie-3".len() as u64;
+    assert_eq!(
+        steps,
+        [
+            ("p0/model-0", "cut", None),
+            ("p1/model-1", "ok", Some(carried))
+        ]
+    );
+    assert_eq!(
+        rec.target.as_deref(),
+        Some("p1/model-1"),
+        "the target that finished the answer"
+    );
+    assert!(rec.error.is_none(), "{rec:?}");
+    store.cleanup().await;
+}
