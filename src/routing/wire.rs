@@ -173,56 +173,65 @@ pub fn classify_error(
     )
 }
 
-struct Translate {
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+struct Recode<E> {
+    body: BoxStream<'static, Result<Bytes, E>>,
     sse: SseDecoder,
     decoder: StreamDecoder,
     encoder: StreamEncoder,
     ended: bool,
 }
 
-/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk, and `[DONE]`
-/// only when the upstream said it was complete: a cut stays a cut).
-pub fn stream_to_openai(
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
-    dialect: Dialect,
-) -> BoxStream<'static, reqwest::Result<Bytes>> {
-    let state = Translate {
-        upstream,
+/// An SSE stream of one dialect re-encoded in another. It ends with the target dialect's
+/// terminator only when the source said it was complete: a cut stays a cut.
+fn recode<E: Send + 'static>(
+    body: BoxStream<'static, Result<Bytes, E>>,
+    from: Dialect,
+    to: Dialect,
+) -> BoxStream<'static, Result<Bytes, E>> {
+    let state = Recode {
+        body,
         sse: SseDecoder::new(),
-        decoder: dialect.decoder(),
-        encoder: Dialect::OpenAi.encoder(true),
+        decoder: from.decoder(),
+        encoder: to.encoder(true),
         ended: false,
     };
-    futures_util::stream::unfold(state, |mut t| async move {
+    futures_util::stream::unfold(state, |mut r| async move {
         loop {
-            if t.ended {
+            if r.ended {
                 return None;
             }
-            let bytes = match t.upstream.next().await? {
+            let bytes = match r.body.next().await? {
                 Ok(bytes) => bytes,
-                Err(e) => return Some((Err(e), t)),
+                Err(e) => return Some((Err(e), r)),
             };
-            t.sse.push(&bytes);
+            r.sse.push(&bytes);
             let mut events = Vec::new();
-            while let Some(ev) = t.sse.next_event() {
+            while let Some(ev) = r.sse.next_event() {
                 // An event that cannot be read is skipped; the stream goes on.
-                let _ = t.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
+                let _ = r.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
             }
             let mut out = Vec::new();
             for ev in &events {
-                t.encoder.encode(ev, &mut out);
+                r.encoder.encode(ev, &mut out);
             }
-            if t.decoder.is_done() {
-                t.encoder.finish(&mut out);
-                t.ended = true;
+            if r.decoder.is_done() {
+                r.encoder.finish(&mut out);
+                r.ended = true;
             }
             if !out.is_empty() {
-                return Some((Ok(Bytes::from(out)), t));
+                return Some((Ok(Bytes::from(out)), r));
             }
         }
     })
     .boxed()
+}
+
+/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk).
+pub fn stream_to_openai(
+    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    dialect: Dialect,
+) -> BoxStream<'static, reqwest::Result<Bytes>> {
+    recode(upstream, dialect, Dialect::OpenAi)
 }
 
 /// The relay's OpenAI SSE bytes re-encoded for a client of another dialect.
@@ -230,48 +239,5 @@ pub fn stream_from_openai(
     body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
     dialect: Dialect,
 ) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
-    struct State {
-        body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
-        sse: SseDecoder,
-        decoder: StreamDecoder,
-        encoder: StreamEncoder,
-        ended: bool,
-    }
-    let state = State {
-        body,
-        sse: SseDecoder::new(),
-        decoder: Dialect::OpenAi.decoder(),
-        encoder: dialect.encoder(true),
-        ended: false,
-    };
-    futures_util::stream::unfold(state, |mut s| async move {
-        loop {
-            if s.ended {
-                return None;
-            }
-            let mut out = Vec::new();
-            match s.body.next().await {
-                Some(Ok(bytes)) => {
-                    s.sse.push(&bytes);
-                    let mut events = Vec::new();
-                    while let Some(ev) = s.sse.next_event() {
-                        let _ = s.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
-                    }
-                    for ev in &events {
-                        s.encoder.encode(ev, &mut out);
-                    }
-                    if s.decoder.is_done() {
-                        s.encoder.finish(&mut out);
-                        s.ended = true;
-                    }
-                }
-                Some(Err(never)) => match never {},
-                None => s.ended = true,
-            }
-            if !out.is_empty() {
-                return Some((Ok(Bytes::from(out)), s));
-            }
-        }
-    })
-    .boxed()
+    recode(body, Dialect::OpenAi, dialect)
 }
