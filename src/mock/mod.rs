@@ -60,7 +60,7 @@ pub struct MockStats {
     pub completed: u64,
     /// Requests whose client went away first (while waiting, stalled or mid-stream).
     pub cancelled: u64,
-    /// TCP connections accepted since the mock started (not reset by `reset`).
+    /// TCP connections accepted (since the start or the last `reset`).
     #[serde(default)]
     pub connections: u64,
     /// The same counts per requested model (Azure: per deployment). Requests whose model could

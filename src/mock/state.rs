@@ -155,6 +155,8 @@ impl MockState {
         *lock(&self.plans) = Plans::default();
         *lock(&self.counters) = Arc::default();
         lock(&self.recorded).clear();
+        self.connections
+            .store(0, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
