@@ -155,7 +155,10 @@ pub async fn respond(
             }
             json_response(StatusCode::OK, full_body(dialect, body))
         }
-        Ok(Answer::Stream { body, ttft, report }) => {
+        Ok(Answer::Stream { body, report }) => {
+            // The client's time to first token: from its request, failed attempts included
+            // (the attempt's own is in the target's SLIs).
+            let ttft = started.elapsed();
             let body = match record.take() {
                 Some(mut rec) => {
                     rec.status = 200;

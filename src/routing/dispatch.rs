@@ -55,8 +55,6 @@ pub enum Answer {
     /// A committed stream of SSE bytes.
     Stream {
         body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
-        /// Time to first content of the winning attempt.
-        ttft: Duration,
         /// How the stream ended; closed unsent if the client went away.
         report: tokio::sync::oneshot::Receiver<StreamReport>,
     },

@@ -99,7 +99,6 @@ pub(super) fn launch<'a>(
                 };
                 Answer::Stream {
                     body: relay(committed, ctx).boxed(),
-                    ttft,
                     report,
                 }
             })
