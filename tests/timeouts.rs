@@ -148,3 +148,29 @@ async fn a_bad_timeout_header_is_a_client_error() {
     assert_eq!(resp.status(), 400);
     assert_eq!(m[0].stats().requests, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_no_other_target_a_retry_after_is_waited_out() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(429),
+        retry_after: Some(3),
+        ..Default::default()
+    });
+    // The provider is back after a second (through the mock's control API).
+    let plan_url = format!("{}/mock/plan", m[0].root_url());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        client().put(plan_url).body("{}").send().await.unwrap();
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 200);
+    let elapsed = t0.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
+}

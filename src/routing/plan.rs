@@ -104,6 +104,17 @@ pub fn pick_target(
         }
         return Some(Pick::Now(i));
     }
+    if soonest_parked.is_none() && closest_open.is_none() {
+        // Nothing left further on: a target this request left for a `Retry-After` is still
+        // worth the wait when it fits the deadline.
+        for (i, t) in route.targets.iter().enumerate().take(from) {
+            if let Some(wait) = t.parked_for(now).filter(|_| !busy.contains(&i)) {
+                if soonest_parked.is_none_or(|(_, w)| wait < w) {
+                    soonest_parked = Some((i, wait));
+                }
+            }
+        }
+    }
     if let Some((i, wait)) = soonest_parked {
         if now + wait < deadline {
             return Some(Pick::After(i, wait));
