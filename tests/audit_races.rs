@@ -74,3 +74,36 @@ async fn a_hedged_request_records_the_winner_and_the_loser() {
     assert_eq!(steps, [("p0/model-0", "hedge_lost"), ("p1/model-1", "ok")]);
     store.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_rejected_prefill_is_in_the_audit_path_before_the_restart() {
+    let store = TestStore::sqlite();
+    let m = mocks(2).await;
+    m[0].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    m[1].set_plan(FaultPlan {
+        reject_prefill: true,
+        ..Default::default()
+    });
+    let gw = Gateway::start(&with_audit(&config(&m, ""), &store.url(), "")).await;
+    let events = sse_events(&gw.chat(chat_body(true)).await.text().await.unwrap());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+    gw.stop().await;
+    let all = store.all().await;
+    let steps: Vec<_> = all[0]
+        .path
+        .iter()
+        .map(|a| (a.target.as_str(), a.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("p0/model-0", "cut"),
+            ("p1/model-1", "prefill_rejected"),
+            ("p1/model-1", "ok")
+        ]
+    );
+    store.cleanup().await;
+}

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::attempt::call_stream;
 use super::failover::AttemptError;
+use super::relay::StreamAttempt;
 use super::stream::Committed;
 use super::wire::{fitted_body, Canonical};
 use super::Route;
@@ -82,7 +83,15 @@ pub fn prefill_messages(chat: &ChatRequest, partial: &str) -> Vec<u8> {
 impl Continuation {
     /// Ask the next healthy targets, in route order, to take over; `sent` is the text the
     /// client has. Each try spends the retry budget; failures count against the target.
-    pub async fn resume(&mut self, sent: &str, client_wants_usage: bool) -> Option<Resumed> {
+    /// Tries that failed are added to `failed` (for the audit path), their starts measured
+    /// from `request_start`.
+    pub async fn resume(
+        &mut self,
+        sent: &str,
+        client_wants_usage: bool,
+        request_start: Instant,
+        failed: &mut Vec<StreamAttempt>,
+    ) -> Option<Resumed> {
         let route = self.route.clone();
         let policy = &route.config.failover;
         for (idx, target) in route.targets.iter().enumerate() {
@@ -125,12 +134,26 @@ impl Continuation {
                         if prefill && status.as_u16() == 400 =>
                     {
                         tracing::info!(target = %target.id(), "prefill rejected; restarting the answer instead");
+                        failed.push(StreamAttempt {
+                            target: target.id().to_owned(),
+                            start: start - request_start,
+                            duration: start.elapsed(),
+                            outcome: "prefill_rejected",
+                            carried_chars: sent.len(),
+                        });
                         prefill = false;
                     }
                     Err(e) => {
                         target
                             .health
                             .attempt(Instant::now(), e.verdict(), start.elapsed());
+                        failed.push(StreamAttempt {
+                            target: target.id().to_owned(),
+                            start: start - request_start,
+                            duration: start.elapsed(),
+                            outcome: e.kind(),
+                            carried_chars: sent.len(),
+                        });
                         tracing::warn!(target = %target.id(), kind = e.kind(), "continuation attempt failed");
                         break;
                     }

@@ -82,6 +82,8 @@ struct Relay {
     /// What the client has seen of the answer (kept only when continuation is possible).
     sent: String,
     attempts: Vec<StreamAttempt>,
+    /// Continuation tries that failed, kept for the audit path.
+    failed_tries: Vec<StreamAttempt>,
 }
 
 impl Relay {
@@ -188,6 +190,7 @@ impl Relay {
     /// End the stream with an error the SDKs understand.
     fn fail(&mut self, outcome: &'static str, message: String) {
         self.close_attempt(outcome);
+        self.attempts.append(&mut self.failed_tries);
         self.out.extend(self.tracker.error_tail(&message));
         self.ended = true;
         self.report(Some(message));
@@ -208,11 +211,20 @@ impl Relay {
         );
         let mut cont = self.ctx.continuation.take();
         let resumed = match cont.as_mut() {
-            Some(c) if !self.tracker.tool_calls_seen => c.resume(&self.sent, true).await,
+            Some(c) if !self.tracker.tool_calls_seen => {
+                let mut failed = Vec::new();
+                let resumed = c
+                    .resume(&self.sent, true, self.ctx.request_start, &mut failed)
+                    .await;
+                self.failed_tries.extend(failed);
+                resumed
+            }
             _ => None,
         };
         if let (Some(resumed), Some(c)) = (resumed, cont.as_mut()) {
             self.close_attempt(why.kind());
+            // The tries that failed on the way came after the broken attempt.
+            self.attempts.append(&mut self.failed_tries);
             count_move(
                 &self.ctx.route,
                 self.current_idx,
@@ -301,6 +313,7 @@ pub fn relay(
         carried: 0,
         sent,
         attempts: Vec::new(),
+        failed_tries: Vec::new(),
         ctx,
     };
     futures_util::stream::unfold(relay, |mut r| async move {
