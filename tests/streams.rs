@@ -124,6 +124,23 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
         .as_str()
         .unwrap()
         .contains("p0/model-0"));
+    let metrics = client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "switchyard_requests_total{route=\"chat\",target=\"p0/model-0\",outcome=\"error\"} 1"
+        ),
+        "a broken stream is not counted a success"
+    );
+    assert!(metrics.contains(
+        "switchyard_requests_total{route=\"chat\",target=\"p0/model-0\",outcome=\"ok\"} 0"
+    ));
 }
 
 #[tokio::test]
@@ -184,6 +201,17 @@ async fn a_client_that_goes_away_cancels_the_upstream_call() {
     }
     let stats = m[0].stats();
     assert_eq!((stats.cancelled, stats.completed), (1, 0));
+    let metrics = client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains(
+        "switchyard_requests_total{route=\"chat\",target=\"p0/model-0\",outcome=\"cancelled\"} 1"
+    ));
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ pub struct Routing {
 }
 
 /// Outcome labels of `switchyard_requests_total`.
-pub const OUTCOMES: [&str; 3] = ["ok", "client_error", "error"];
+pub const OUTCOMES: [&str; 4] = ["ok", "client_error", "error", "cancelled"];
 
 /// A route with its targets resolved to runtime state.
 #[derive(Debug)]
@@ -82,7 +82,7 @@ pub struct Route {
     pub metrics: Arc<Registry>,
     pub events: Arc<Events>,
     /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
-    requests: Vec<[Arc<AtomicU64>; 3]>,
+    requests: Vec<[Arc<AtomicU64>; 4]>,
     duration: Arc<AtomicHistogram>,
     /// `failovers_total{reason="breaker_open"}` by (from, to) target index: counted on every
     /// request of an outage, so resolved once here rather than looked up by labels.
@@ -90,12 +90,24 @@ pub struct Route {
 }
 
 impl Route {
-    /// Count a finished client request: served by target `served` (an index), or none.
+    /// Count a finished client request: served by target `served` (an index), or none, with
+    /// an [`OUTCOMES`] index.
     pub fn count_request(&self, served: Option<usize>, outcome: usize, elapsed: Duration) {
+        self.count_outcome(served, outcome);
+        self.duration.observe(elapsed);
+    }
+
+    /// Count a request's outcome only (a stream's, when it ends; its duration, to the first
+    /// token, was observed at the commit point).
+    pub fn count_outcome(&self, served: Option<usize>, outcome: usize) {
         let row = served.unwrap_or(self.targets.len());
         if let Some(c) = self.requests.get(row).and_then(|r| r.get(outcome)) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Observe a request's duration (streams: to the first token).
+    pub fn observe_duration(&self, elapsed: Duration) {
         self.duration.observe(elapsed);
     }
 

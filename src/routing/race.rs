@@ -560,7 +560,12 @@ fn finish(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize)
         Ok(_) => (0, Some(served_idx)),
         Err(_) => (2, None),
     };
-    route.count_request(served, outcome_label, now - started);
+    if matches!(outcome.result, Ok(Answer::Stream { .. })) {
+        // How a stream ends is counted by the relay when it does.
+        route.observe_duration(now - started);
+    } else {
+        route.count_request(served, outcome_label, now - started);
+    }
     let first = outcome
         .skipped
         .first()

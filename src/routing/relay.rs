@@ -164,6 +164,7 @@ impl Relay {
     fn finish(&mut self) {
         self.out.push_back(encode_data(DONE));
         self.ended = true;
+        self.ctx.route.count_outcome(Some(self.current_idx), 0);
         self.close_attempt("ok");
         self.report(None);
         // Read what is left of the upstream body (`[DONE]`, the chunked terminator) so its
@@ -189,6 +190,7 @@ impl Relay {
 
     /// End the stream with an error the SDKs understand.
     fn fail(&mut self, outcome: &'static str, message: String) {
+        self.ctx.route.count_outcome(Some(self.current_idx), 2);
         self.close_attempt(outcome);
         self.attempts.append(&mut self.failed_tries);
         self.out.extend(self.tracker.error_tail(&message));
@@ -281,6 +283,15 @@ impl Relay {
                 Err(_) if self.tracker.finished => self.finish(),
                 Err(_) => self.cut(StreamCut::Stall(wait)).await,
             }
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The client went away mid-stream.
+            self.ctx.route.count_outcome(Some(self.current_idx), 3);
         }
     }
 }
