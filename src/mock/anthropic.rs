@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -47,21 +47,12 @@ async fn messages(
         .and_then(Value::as_str)
         .map(str::to_owned);
     // From here on, the guard counts the request cancelled if this future is dropped.
-    let mut guard = state.begin(model.as_deref());
-    let plan = state.plan_for(model.as_deref());
-    let draw = plan.draw(guard.seq());
-    let delay = plan.delay(draw);
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    if plan.stall {
-        std::future::pending::<()>().await;
-    }
+    let (mut guard, plan, draw) = state.arrive(model.as_deref()).await;
     let reply = Reply {
         id: guard.seq() + 1,
         model: model.unwrap_or_default(),
     };
-    let mut response = match decide(&plan, draw, &headers, parsed) {
+    let response = match decide(&plan, draw, &headers, parsed) {
         Err(rejection) => {
             guard.complete();
             rejection.into_response()
@@ -78,12 +69,7 @@ async fn messages(
             }
         }
     };
-    if let Some(name) = state.name_header() {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static("x-mock-name"), name.clone());
-    }
-    response
+    state.named(response)
 }
 
 /// An error answer in Anthropic's envelope.

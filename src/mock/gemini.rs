@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -62,21 +62,12 @@ async fn generate(
         }
     };
     // From here on, the guard counts the request cancelled if this future is dropped.
-    let mut guard = state.begin(Some(&model));
-    let plan = state.plan_for(Some(&model));
-    let draw = plan.draw(guard.seq());
-    let delay = plan.delay(draw);
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    if plan.stall {
-        std::future::pending::<()>().await;
-    }
+    let (mut guard, plan, draw) = state.arrive(Some(&model)).await;
     let reply = Reply {
         id: guard.seq() + 1,
         model,
     };
-    let mut response = match decide(&plan, draw, &uri, &headers, &body) {
+    let response = match decide(&plan, draw, &uri, &headers, &body) {
         Err(rejection) => {
             guard.complete();
             rejection.into_response()
@@ -99,12 +90,7 @@ async fn generate(
             }
         },
     };
-    if let Some(name) = state.name_header() {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static("x-mock-name"), name.clone());
-    }
-    response
+    state.named(response)
 }
 
 /// The value of query parameter `name`.

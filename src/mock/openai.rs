@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderName, Method, Uri};
+use axum::http::{header, HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -95,22 +95,13 @@ async fn chat(
             .map(str::to_owned),
     };
     // From here on, the guard counts the request cancelled if this future is dropped.
-    let mut guard = state.begin(model.as_deref());
-    let plan = state.plan_for(model.as_deref());
-    let draw = plan.draw(guard.seq());
-    let delay = plan.delay(draw);
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    if plan.stall {
-        std::future::pending::<()>().await;
-    }
+    let (mut guard, plan, draw) = state.arrive(model.as_deref()).await;
     let reply = Reply {
         id: guard.seq() + 1,
         created: unix_now(),
         model: model.unwrap_or_default(),
     };
-    let mut response = match decide(&plan, draw, &flavour, uri, headers, parsed) {
+    let response = match decide(&plan, draw, &flavour, uri, headers, parsed) {
         Err(rejection) => {
             guard.complete();
             rejection.into_response()
@@ -127,12 +118,7 @@ async fn chat(
             }
         }
     };
-    if let Some(name) = state.name_header() {
-        response
-            .headers_mut()
-            .insert(HeaderName::from_static("x-mock-name"), name.clone());
-    }
-    response
+    state.named(response)
 }
 
 /// Everything before the answer: the errors the plan or the request call for, in order.

@@ -79,6 +79,37 @@ impl MockState {
     }
 
     /// The plan for `model`: its override, else the default plan.
+    /// What every dialect does first: count the request, take its plan and random draw, then
+    /// play the plan's latency and stall. From here on the guard counts the request cancelled
+    /// if the handler's future is dropped.
+    pub(crate) async fn arrive(
+        &self,
+        model: Option<&str>,
+    ) -> (RequestGuard, FaultPlan, super::plan::Draw) {
+        let guard = self.begin(model);
+        let plan = self.plan_for(model);
+        let draw = plan.draw(guard.seq());
+        let delay = plan.delay(draw);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        if plan.stall {
+            std::future::pending::<()>().await;
+        }
+        (guard, plan, draw)
+    }
+
+    /// `response` with the `x-mock-name` header.
+    pub(crate) fn named(&self, mut response: axum::response::Response) -> axum::response::Response {
+        if let Some(name) = self.name_header() {
+            response.headers_mut().insert(
+                axum::http::HeaderName::from_static("x-mock-name"),
+                name.clone(),
+            );
+        }
+        response
+    }
+
     pub(crate) fn plan_for(&self, model: Option<&str>) -> FaultPlan {
         let plans = lock(&self.plans);
         model
