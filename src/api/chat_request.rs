@@ -129,8 +129,9 @@ impl ChatRequest {
     /// The body to send upstream: the client's bytes with `model` set to `upstream_model`, usage
     /// requested on streams, and `messages` replaced when `messages` is given (context trimming,
     /// prefill).
-    pub fn upstream_body(&self, upstream_model: &str, messages: Option<&[u8]>) -> Vec<u8> {
-        let model_json = serde_json::Value::from(upstream_model).to_string();
+    /// `model_json` is the upstream model name already written as a JSON string (targets keep
+    /// it made).
+    pub fn upstream_body(&self, model_json: &str, messages: Option<&[u8]>) -> Vec<u8> {
         let mut edits: Vec<(Range<usize>, &[u8])> = Vec::with_capacity(3);
         edits.push((self.model_range.clone(), model_json.as_bytes()));
         if let Some((range, text)) = &self.usage_edit {
@@ -161,7 +162,7 @@ mod tests {
 
     fn upstream(body: Value, model: &str) -> (ChatRequest, Value) {
         let req = ChatRequest::parse(Bytes::from(body.to_string())).unwrap();
-        let out = req.upstream_body(model, None);
+        let out = req.upstream_body(&serde_json::Value::from(model).to_string(), None);
         (req, serde_json::from_slice(&out).unwrap())
     }
 
@@ -217,7 +218,7 @@ mod tests {
             json!({"messages":[{"role":"user","content":"a"}],"model":"m"}).to_string(),
         ))
         .unwrap();
-        let out: Value = serde_json::from_slice(&req.upstream_body("x", Some(b"[]"))).unwrap();
+        let out: Value = serde_json::from_slice(&req.upstream_body("\"x\"", Some(b"[]"))).unwrap();
         assert_eq!(out, json!({"messages":[],"model":"x"}));
     }
 

@@ -20,7 +20,7 @@ pub(super) fn request_id() -> String {
     format!("{:016x}", fastrand::u64(..))
 }
 
-pub(super) fn header_value(s: &str) -> HeaderValue {
+fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::audited::{self, AuditedStream};
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::openai::{controls, header_value, read_body};
+use super::openai::{controls, read_body};
 use super::{headers, AppState};
 use crate::canonical::{self, Dialect};
 use crate::routing::dispatch::{dispatch, Answer, Request};
@@ -137,10 +137,10 @@ pub async fn respond(
     let attempts = outcome.path.len();
     let hedged = outcome.hedged;
     let turns_dropped = outcome.turns_dropped;
-    let target = outcome.served_by().map(|t| t.id().to_owned());
+    let served = outcome.served_by().cloned();
     if let Some(rec) = &mut record {
         rec.path = outcome.audit_path();
-        rec.target.clone_from(&target);
+        rec.target = served.as_ref().map(|t| t.id().to_owned());
         rec.hedged = hedged;
         rec.turns_dropped = turns_dropped as u32;
     }
@@ -203,8 +203,8 @@ pub async fn respond(
         state.audit.submit(rec);
     }
     let h = resp.headers_mut();
-    if let Some(target) = target {
-        h.insert(headers::TARGET, header_value(&target));
+    if let Some(target) = served {
+        h.insert(headers::TARGET, target.header.clone());
     }
     h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
     if hedged {

@@ -105,9 +105,13 @@ impl Continuation {
             let mut prefill = target.config.prefill;
             loop {
                 let partial = prefill.then_some(sent);
-                let trim =
-                    route.config.context.on_overflow == crate::config::OnOverflow::TrimOldest;
-                let body = match fitted_body(target, trim, &self.chat, &self.canonical, partial) {
+                let body = match fitted_body(
+                    target,
+                    &route.config.context,
+                    &self.chat,
+                    &self.canonical,
+                    partial,
+                ) {
                     Ok((body, _)) => body,
                     Err(e) => {
                         tracing::warn!(target = %target.id(), kind = e.kind(), "cannot ask for a continuation");

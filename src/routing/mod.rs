@@ -111,21 +111,24 @@ impl Route {
         self.duration.observe(elapsed);
     }
 
-    /// Count a move from one target to another.
-    pub fn count_failover(&self, from: &Target, to: &Target, reason: &'static str) {
-        if reason == "breaker_open" {
-            let idx = |t: &Target| {
-                self.targets
-                    .iter()
-                    .position(|x| std::ptr::eq(x.as_ref(), t))
-            };
-            if let (Some(f), Some(t)) = (idx(from), idx(to)) {
-                if let Some(c) = self.breaker_open.get(f).and_then(|row| row.get(t)) {
-                    c.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-            }
+    /// Count a request passed from an open breaker (target `from`) straight to target `to`:
+    /// every request of an outage does this, so the counters are resolved once, at build.
+    pub fn count_breaker_skip(&self, from: &Target, to: usize) {
+        let from = self
+            .targets
+            .iter()
+            .position(|x| std::ptr::eq(x.as_ref(), from));
+        if let Some(c) = from
+            .and_then(|f| self.breaker_open.get(f))
+            .and_then(|row| row.get(to))
+        {
+            c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Count a move from one target to another after a failed attempt, and show it in the
+    /// event ring.
+    pub fn count_failover(&self, from: &Target, to: &Target, reason: &'static str) {
         self.metrics.inc(
             names::FAILOVERS,
             &[
@@ -135,17 +138,13 @@ impl Route {
                 ("reason", reason),
             ],
         );
-        // Passing over an open breaker happens on every request of an outage: the breaker's
-        // own transition is the event worth showing.
-        if reason != "breaker_open" {
-            self.events.push(
-                "failover",
-                Some(&self.config.name),
-                from.id(),
-                to.id(),
-                reason,
-            );
-        }
+        self.events.push(
+            "failover",
+            Some(&self.config.name),
+            from.id(),
+            to.id(),
+            reason,
+        );
     }
 }
 
@@ -159,6 +158,10 @@ pub struct Target {
     pub stream_url: reqwest::Url,
     /// The wire dialect the target speaks.
     pub dialect: crate::canonical::Dialect,
+    /// The id as a response header value (`x-switchyard-target`), made once.
+    pub header: http::HeaderValue,
+    /// The upstream model name as a JSON string, spliced into same-dialect bodies.
+    pub model_json: String,
     pub health: Arc<Health>,
     /// Probes get at most this long.
     pub probe_timeout: Duration,
@@ -242,6 +245,9 @@ impl Routing {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
                     dialect: wire::dialect_of(t.provider.kind),
+                    header: http::HeaderValue::from_str(&t.id)
+                        .unwrap_or_else(|_| http::HeaderValue::from_static("invalid")),
+                    model_json: serde_json::Value::from(t.model.as_str()).to_string(),
                     config: t.clone(),
                     provider,
                     health,

@@ -25,14 +25,7 @@ fn probe_body(target: &Target) -> Option<Vec<u8>> {
         "max_tokens": 1,
     });
     let chat = ChatRequest::parse(bytes::Bytes::from(openai.to_string())).ok()?;
-    wire::request_body(
-        target.dialect,
-        &chat,
-        &Canonical::default(),
-        &target.config.model,
-        None,
-    )
-    .ok()
+    wire::request_body(target, &chat, &Canonical::default(), None).ok()
 }
 
 /// Probe one target and report the result to its breaker.

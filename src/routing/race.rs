@@ -20,7 +20,7 @@ use super::hedge::{self, HedgeOutcome};
 use super::plan::{failure, jittered, pick_target, Cursor, Pick};
 use super::relay::{relay, RelayContext};
 use super::{wire, Route, Target};
-use crate::config::{MidStream, OnOverflow};
+use crate::config::MidStream;
 use crate::metrics::names;
 
 /// One attempt that finished (answered or failed).
@@ -50,9 +50,9 @@ pub(super) fn launch<'a>(
         let target = &route.targets[idx];
         let start = Instant::now();
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
-        let trim = route.config.context.on_overflow == OnOverflow::TrimOldest;
+        let context = &route.config.context;
         let (body, turns_dropped) =
-            match wire::fitted_body(target, trim, &req.chat, &req.canonical, None) {
+            match wire::fitted_body(target, context, &req.chat, &req.canonical, None) {
                 Ok(fitted) => fitted,
                 Err(e) => {
                     return Done {
@@ -275,8 +275,8 @@ impl<'a> Race<'a> {
             }
         };
         if self.path.is_empty() && self.running.is_empty() && i != self.cur.idx {
-            if let (Some(from), Some(to)) = (self.skipped.last(), route.targets.get(i)) {
-                route.count_failover(from, to, "breaker_open");
+            if let Some(from) = self.skipped.last() {
+                route.count_breaker_skip(from, i);
             }
         }
         self.cur.move_to(i, same);

@@ -52,15 +52,15 @@ impl Canonical {
 
 /// The body for a target of `dialect`, optionally asking it to continue `prefill`.
 pub fn request_body(
-    dialect: Dialect,
+    target: &super::Target,
     chat: &ChatRequest,
     canonical: &Canonical,
-    model: &str,
     prefill: Option<&str>,
 ) -> Result<Vec<u8>, AttemptError> {
+    let (dialect, model) = (target.dialect, &target.config.model);
     if dialect == Dialect::OpenAi {
         let messages = prefill.map(|p| super::continuation::prefill_messages(chat, p));
-        return Ok(chat.upstream_body(model, messages.as_deref()));
+        return Ok(chat.upstream_body(&target.model_json, messages.as_deref()));
     }
     let untranslatable = |message: String| AttemptError::Untranslatable { message };
     let req = canonical
@@ -91,12 +91,13 @@ const RESERVE_BOUND: u64 = 32_768;
 /// (a token is at least a byte), so most requests are not even counted.
 pub fn fitted_body(
     target: &super::Target,
-    trim: bool,
+    context: &crate::config::ContextPolicy,
     chat: &ChatRequest,
     canonical: &Canonical,
     prefill: Option<&str>,
 ) -> Result<(Vec<u8>, usize), AttemptError> {
     let model = &target.config.model;
+    let trim = context.on_overflow == crate::config::OnOverflow::TrimOldest;
     let window = match target.config.context_window {
         Some(w)
             if trim
@@ -107,15 +108,15 @@ pub fn fitted_body(
         {
             w
         }
-        _ => return request_body(target.dialect, chat, canonical, model, prefill).map(|b| (b, 0)),
+        _ => return request_body(target, chat, canonical, prefill).map(|b| (b, 0)),
     };
     let Some(req) = canonical.get(chat) else {
-        return request_body(target.dialect, chat, canonical, model, prefill).map(|b| (b, 0));
+        return request_body(target, chat, canonical, prefill).map(|b| (b, 0));
     };
     let counter = canonical::context::TokenCounter::for_target(target.dialect, model);
     let reserve = req.max_tokens.unwrap_or(DEFAULT_RESERVE);
     if canonical::context::estimate_tokens(req, &counter).saturating_add(reserve) <= window {
-        return request_body(target.dialect, chat, canonical, model, prefill).map(|b| (b, 0));
+        return request_body(target, chat, canonical, prefill).map(|b| (b, 0));
     }
     let (trimmed, dropped) = canonical::context::trim_to_fit(req, window, reserve, &counter)
         .map_err(|e| AttemptError::Untranslatable {
