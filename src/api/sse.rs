@@ -38,11 +38,6 @@ impl SseDecoder {
         self.buf.extend_from_slice(chunk);
     }
 
-    /// Bytes received that do not yet form a whole line.
-    pub fn pending(&self) -> usize {
-        self.buf.len()
-    }
-
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<SseEvent> {
         loop {

@@ -59,9 +59,7 @@ pub struct StreamAttempt {
 /// How a relayed stream ended.
 #[derive(Debug, Clone)]
 pub struct StreamReport {
-    /// The stream ended complete.
-    pub complete: bool,
-    /// Why it did not.
+    /// Why the stream did not end complete (`None`: it did).
     pub error: Option<String>,
     pub usage: Option<Usage>,
     /// Every upstream call that streamed this answer, the committed one first.
@@ -180,7 +178,6 @@ impl Relay {
     fn report(&mut self, error: Option<String>) {
         if let Some(tx) = self.ctx.report.take() {
             let _ = tx.send(StreamReport {
-                complete: error.is_none(),
                 error,
                 usage: self.tracker.usage,
                 attempts: std::mem::take(&mut self.attempts),
