@@ -11,16 +11,7 @@ use switchyard::mock::{canonical_text, FaultPlan};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_anthropic_python_sdk_rides_through_a_failing_primary() {
-    let have_sdk = std::process::Command::new("python3")
-        .args(["-c", "import anthropic"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_sdk {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install the Anthropic SDK (pip install anthropic)"
-        );
-        eprintln!("SKIPPED: the Anthropic Python SDK is not installed (pip install anthropic)");
+    if !python_sdk("anthropic") {
         return;
     }
     let m = mocks(2).await;

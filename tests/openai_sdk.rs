@@ -12,16 +12,7 @@ use switchyard::mock::{canonical_text, FaultPlan};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_sdk_rides_through_a_failing_primary() {
-    let have_sdk = std::process::Command::new("python3")
-        .args(["-c", "import openai"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have_sdk {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install the OpenAI SDK (pip install openai)"
-        );
-        eprintln!("SKIPPED: the OpenAI Python SDK is not installed (pip install openai)");
+    if !python_sdk("openai") {
         return;
     }
     let m = mocks(4).await;

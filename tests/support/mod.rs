@@ -175,3 +175,20 @@ pub fn completion_text(v: &serde_json::Value) -> String {
         .unwrap_or_default()
         .to_owned()
 }
+
+/// Whether the Python SDK `module` can be imported. Outside CI a missing SDK skips the test
+/// (loudly); under CI (`CI` set) it fails it, since `.ci/run` installs the SDKs.
+pub fn python_sdk(module: &str) -> bool {
+    let have = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the Python SDK: pip install {module}"
+        );
+        eprintln!("SKIPPED: the Python SDK `{module}` is not installed (pip install {module})");
+    }
+    have
+}
