@@ -231,3 +231,55 @@ async fn the_cli_prints_a_table_or_json() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("sqlite://"));
     store.cleanup().await;
 }
+
+/// PostgreSQL: version 2 of the schema drops the request-id index of version 1 (every index
+/// costs each insert), and a lookup by id still finds its record, through the time in the id.
+#[tokio::test]
+async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
+    let store = TestStore::postgres().await;
+    let TestStore::Postgres { schema, admin } = &store else {
+        unreachable!()
+    };
+    let m = mocks(1).await;
+    let toml = with_audit(&config(&m, ""), &store.url(), "");
+    let request_id_index = || async {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 \
+                 AND indexname = 'audit_records_request_id'",
+                &[schema],
+            )
+            .await
+            .unwrap()
+            .get::<_, i64>(0)
+    };
+    for round in 0..2 {
+        let gw = Gateway::start(&toml).await;
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let resp = gw.chat(chat_body(false)).await;
+            ids.push(header(&resp, "x-switchyard-request-id"));
+        }
+        gw.stop().await;
+        assert_eq!(request_id_index().await, 0, "round {round}");
+        let want = &ids[1];
+        let q = switchyard::audit::AuditQuery {
+            request_id: Some(want.clone()),
+            limit: 10,
+            ..Default::default()
+        };
+        let found = store.records(q).await;
+        assert_eq!(found.len(), 1, "round {round}");
+        assert_eq!(&found[0].request_id, want);
+        // Make it a version-1 database again: the next start must migrate it.
+        admin
+            .batch_execute(&format!(
+                "CREATE INDEX audit_records_request_id ON \"{schema}\".audit_records (request_id); \
+                 DELETE FROM \"{schema}\".audit_schema_version WHERE version = 2"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(request_id_index().await, 1);
+    }
+    store.cleanup().await;
+}

@@ -52,7 +52,7 @@ async fn a_healthy_primary_serves_alone() {
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
     assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
-    assert_eq!(header(&resp, "x-switchyard-request-id").len(), 16);
+    assert_eq!(header(&resp, "x-switchyard-request-id").len(), 36);
     assert_eq!(m[1].stats().requests, 0);
 }
 

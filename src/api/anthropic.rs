@@ -11,7 +11,8 @@ use http::HeaderMap;
 
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::openai::{request_id, with_id};
+use super::openai::with_id;
+use super::request_id;
 use super::respond::{respond, Edge};
 use super::AppState;
 use crate::canonical::{self, Dialect};
@@ -19,7 +20,7 @@ use crate::routing::wire::Canonical;
 
 /// `POST /v1/messages`.
 pub async fn messages(State(state): State<AppState>, request: axum::extract::Request) -> Response {
-    let id = request_id();
+    let id = request_id::new();
     let (parts, body) = request.into_parts();
     let resp = match serve(&state, &parts.headers, body, &id).await {
         Ok(resp) => resp,

@@ -24,9 +24,12 @@ pub fn draft(
     route: &str,
     client_key_id: Option<String>,
 ) -> AuditRecord {
-    let time_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    // The time in the id (so a lookup by id can use the time index), else now.
+    let time_ms = super::request_id::time_ms(&req.id).unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    });
     AuditRecord {
         request_id: req.id.clone(),
         time_ms,

@@ -9,6 +9,7 @@ pub mod chat_request;
 mod dashboard;
 pub mod error;
 mod openai;
+pub mod request_id;
 mod respond;
 pub mod sse;
 

@@ -9,16 +9,12 @@ use http_body_util::{BodyExt, Limited};
 
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
+use super::request_id;
 use super::respond::{respond, Edge};
 use super::{headers, AppState};
 use crate::canonical::Dialect;
 use crate::config::parse_duration;
 use crate::routing::wire::Canonical;
-
-/// A request id: 16 random hex digits.
-pub(super) fn request_id() -> String {
-    format!("{:016x}", fastrand::u64(..))
-}
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
@@ -89,7 +85,7 @@ pub async fn chat_completions(
     State(state): State<AppState>,
     request: axum::extract::Request,
 ) -> Response {
-    let id = request_id();
+    let id = request_id::new();
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
     let resp = match serve_chat(&state, &parts.headers, body, &id).await {

@@ -1,13 +1,14 @@
-//! The PostgreSQL store, for a fleet of gateways writing to one database. A batch is one
-//! `INSERT ... SELECT FROM UNNEST(arrays)`: one statement, one round trip, atomic. The connection
+//! The PostgreSQL store, for a fleet of gateways writing to one database. A batch is one binary
+//! `COPY`: one statement, atomic. The connection
 //! is made lazily and remade after any failure, so a database that comes back is used again
 //! without a restart; every call has a deadline, so a hung server cannot hang the writer.
 
 use std::future::Future;
 use std::time::Duration;
 
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{Client, NoTls};
 
 use super::query::{AuditQuery, Param};
 use super::schema::{Row, COLUMNS, POSTGRES_MIGRATIONS, VERSION_TABLE};
@@ -34,7 +35,6 @@ impl From<tokio_postgres::Error> for AuditError {
 
 struct Conn {
     client: Client,
-    insert: Option<Statement>,
 }
 
 /// A PostgreSQL database, connected on demand.
@@ -72,10 +72,7 @@ impl PgStore {
             }
         });
         deadline(CALL_TIMEOUT, migrate(&mut client)).await?;
-        self.conn = Some(Conn {
-            client,
-            insert: None,
-        });
+        self.conn = Some(Conn { client });
         Ok(())
     }
 
@@ -191,51 +188,66 @@ async fn select(
     Ok(out)
 }
 
-fn col<'a, T>(rows: &'a [Row], f: impl Fn(&'a Row) -> T) -> Vec<T> {
-    rows.iter().map(f).collect()
-}
+/// The column types of [`COLUMNS`], in order, for the binary `COPY`.
+const COLUMN_TYPES: [Type; 18] = [
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT,
+    Type::TEXT,
+    Type::BOOL,
+    Type::INT4,
+    Type::TEXT,
+    Type::FLOAT8,
+    Type::FLOAT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT4,
+    Type::BOOL,
+    Type::TEXT,
+    Type::INT4,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+];
 
+/// Write `rows` with one binary `COPY`: a single statement (atomic, like the `INSERT` it
+/// replaced), and on the server about a third cheaper per record than `INSERT ... UNNEST`, which
+/// materialises 18 arrays and runs the executor for each row.
 async fn insert(conn: &mut Conn, rows: &[Row]) -> Result<(), AuditError> {
-    let stmt = match &conn.insert {
-        Some(s) => s.clone(),
-        None => {
-            let sql = format!(
-                "INSERT INTO audit_records ({COLUMNS}) SELECT * FROM UNNEST(\
-                 $1::text[], $2::int8[], $3::text[], $4::text[], $5::bool[], $6::int4[], \
-                 $7::text[], $8::float8[], $9::float8[], $10::int8[], $11::int8[], $12::int4[], \
-                 $13::bool[], $14::text[], $15::int4[], $16::text[], $17::text[], $18::text[])"
-            );
-            let s = conn.client.prepare(&sql).await?;
-            conn.insert = Some(s.clone());
-            s
-        }
-    };
-    let opt = |f: fn(&Row) -> &Option<String>| col(rows, move |r| f(r).as_deref());
-    conn.client
-        .execute(
-            &stmt,
-            &[
-                &col(rows, |r| r.request_id.as_str()),
-                &col(rows, |r| r.time_ms),
-                &opt(|r| &r.client_key_id),
-                &col(rows, |r| r.route.as_str()),
-                &col(rows, |r| r.stream),
-                &col(rows, |r| r.status),
-                &opt(|r| &r.target),
-                &col(rows, |r| r.latency_ms),
-                &col(rows, |r| r.ttft_ms),
-                &col(rows, |r| r.tokens_in),
-                &col(rows, |r| r.tokens_out),
-                &col(rows, |r| r.turns_dropped),
-                &col(rows, |r| r.hedged),
-                &opt(|r| &r.error),
-                &col(rows, |r| r.attempts),
-                &col(rows, |r| r.path.as_str()),
-                &opt(|r| &r.request_body),
-                &opt(|r| &r.response_body),
-            ],
-        )
+    let sink = conn
+        .client
+        .copy_in(&format!(
+            "COPY audit_records ({COLUMNS}) FROM STDIN (FORMAT binary)"
+        ))
         .await?;
+    let writer = BinaryCopyInWriter::new(sink, &COLUMN_TYPES);
+    let mut writer = std::pin::pin!(writer);
+    for r in rows {
+        writer
+            .as_mut()
+            .write(&[
+                &r.request_id,
+                &r.time_ms,
+                &r.client_key_id,
+                &r.route,
+                &r.stream,
+                &r.status,
+                &r.target,
+                &r.latency_ms,
+                &r.ttft_ms,
+                &r.tokens_in,
+                &r.tokens_out,
+                &r.turns_dropped,
+                &r.hedged,
+                &r.error,
+                &r.attempts,
+                &r.path,
+                &r.request_body,
+                &r.response_body,
+            ])
+            .await?;
+    }
+    writer.finish().await?;
     Ok(())
 }
 

@@ -41,25 +41,29 @@ impl AuditQuery {
     pub(crate) fn sql(&self, placeholder: fn(usize) -> String) -> (String, Vec<Param>) {
         let mut clauses = Vec::new();
         let mut params = Vec::new();
-        let mut add = |column: &str, p: Param| {
+        let mut add = |column: &str, op: &str, p: Param| {
             params.push(p);
-            let op = if column == "time_ms" { ">=" } else { "=" };
             clauses.push(format!("{column} {op} {}", placeholder(params.len())));
         };
         if let Some(v) = &self.route {
-            add("route", Param::Text(v.clone()));
+            add("route", "=", Param::Text(v.clone()));
         }
         if let Some(v) = &self.target {
-            add("target", Param::Text(v.clone()));
+            add("target", "=", Param::Text(v.clone()));
         }
         if let Some(v) = self.status {
-            add("status", Param::Int4(i32::from(v)));
+            add("status", "=", Param::Int4(i32::from(v)));
         }
         if let Some(v) = self.since {
-            add("time_ms", Param::Int8(v));
+            add("time_ms", ">=", Param::Int8(v));
         }
         if let Some(v) = &self.request_id {
-            add("request_id", Param::Text(v.clone()));
+            // A gateway's record is stamped with the time in its id: look there first, so the
+            // time index finds it (there is no index on the id itself).
+            if let Some(t) = crate::api::request_id::time_ms(v) {
+                add("time_ms", "=", Param::Int8(t));
+            }
+            add("request_id", "=", Param::Text(v.clone()));
         }
         let filter = if clauses.is_empty() {
             String::new()
@@ -68,8 +72,7 @@ impl AuditQuery {
         };
         let mut limit = self.limit.min(MAX_LIMIT);
         if self.request_id.is_some() {
-            // One record per request: stop at the first (SQLite has no index on the id and
-            // walks back from the newest record).
+            // One record per request: stop at the first.
             limit = limit.min(1);
         }
         let sql = format!(
@@ -132,6 +135,26 @@ mod tests {
                 Param::Int8(10)
             ]
         );
+        let q = AuditQuery {
+            request_id: Some("017f22e2-79b0-7000-8000-000000000000".into()),
+            limit: 10,
+            ..Default::default()
+        };
+        let (sql, params) = q.sql(|n| format!("?{n}"));
+        assert!(
+            sql.ends_with(
+                "WHERE time_ms = ?1 AND request_id = ?2 ORDER BY time_ms DESC, id DESC LIMIT 1"
+            ),
+            "{sql}"
+        );
+        assert_eq!(params[0], Param::Int8(0x017F_22E2_79B0));
+        let q = AuditQuery {
+            request_id: Some("0123456789abcdef".into()),
+            limit: 10,
+            ..Default::default()
+        };
+        let (sql, _) = q.sql(|n| format!("?{n}"));
+        assert!(sql.contains("WHERE request_id = ?1 ORDER"), "{sql}");
         let (sql, params) = AuditQuery::default().sql(|n| format!("?{n}"));
         assert!(sql.ends_with("audit_records ORDER BY time_ms DESC, id DESC LIMIT 0"));
         assert!(params.is_empty());
