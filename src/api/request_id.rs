@@ -32,21 +32,25 @@ pub fn time_ms(id: &str) -> Option<i64> {
     i64::try_from(ms).ok()
 }
 
-/// The UUIDv7 text for `unix_ms` and random bits `rand` (74 of them are used).
+/// The UUIDv7 text for `unix_ms` and random bits `rand` (74 of them are used). Written by hand:
+/// `format!` with five hex fields cost ~1% of the gateway's CPU per request.
 fn uuid_v7(unix_ms: u64, rand: u128) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let v = (u128::from(unix_ms & 0xffff_ffff_ffff) << 80)
         | (0x7 << 76)
         | (((rand >> 62) & 0xfff) << 64)
         | (0b10 << 62)
         | (rand & 0x3fff_ffff_ffff_ffff);
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        (v >> 96) as u32,
-        (v >> 80) as u16,
-        (v >> 64) as u16,
-        (v >> 48) as u16,
-        (v & 0xffff_ffff_ffff) as u64
-    )
+    let mut out = [b'-'; 36];
+    let mut digit = 0;
+    for (i, c) in out.iter_mut().enumerate() {
+        if matches!(i, 8 | 13 | 18 | 23) {
+            continue;
+        }
+        *c = HEX[((v >> (124 - 4 * digit)) & 0xf) as usize];
+        digit += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]

@@ -11,17 +11,19 @@ mod openai;
 
 use std::sync::Arc;
 
-use http::{HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::{header, HeaderName, HeaderValue, Method, Request, Uri};
+use http_body_util::Full;
 
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
-pub use self::client::build_client;
+pub use self::client::{build_client, read_all, stream, ByteStream, HttpClient};
 
 /// A configured upstream API account with its connection pool.
 #[derive(Debug)]
 pub struct Provider {
     pub config: Arc<ProviderConfig>,
-    pub client: reqwest::Client,
+    pub client: HttpClient,
     /// The credential header, marked sensitive so it never shows in debug output.
     auth: Option<(HeaderName, HeaderValue)>,
     /// Headers every call carries (Anthropic's `anthropic-version`).
@@ -42,7 +44,7 @@ impl Provider {
             provider: config.name.clone(),
             message,
         };
-        let client = build_client(&config).map_err(|e| invalid(format!("HTTP client: {e}")))?;
+        let client = build_client(&config);
         let auth = match &config.api_key {
             None => None,
             Some(key) => {
@@ -75,36 +77,45 @@ impl Provider {
 
     /// The chat URL for one target of this provider; `stream` matters where the provider has
     /// a separate streaming endpoint (Gemini).
-    pub fn chat_url(
-        &self,
-        target: &TargetConfig,
-        stream: bool,
-    ) -> Result<reqwest::Url, ProviderError> {
+    pub fn chat_url(&self, target: &TargetConfig, stream: bool) -> Result<Uri, ProviderError> {
         let url = match self.config.kind {
             ProviderKind::Azure => azure::chat_url(&self.config, &target.model),
             ProviderKind::Anthropic => anthropic::chat_url(&self.config),
             ProviderKind::Gemini => gemini::chat_url(&self.config, &target.model, stream),
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::chat_url(&self.config),
         };
-        reqwest::Url::parse(&url).map_err(|e| ProviderError::Invalid {
+        let invalid = |why: String| ProviderError::Invalid {
             provider: self.config.name.clone(),
-            message: format!("bad URL {url}: {e}"),
-        })
+            message: format!("bad URL {url}: {why}"),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| invalid(e.to_string()))?;
+        match uri.scheme_str() {
+            Some("http" | "https") if uri.host().is_some() => Ok(uri),
+            _ => Err(invalid("it must be http:// or https:// with a host".into())),
+        }
     }
 
-    /// Start a POST of a JSON body to `url` with this provider's credentials.
-    pub fn post(&self, url: &reqwest::Url, body: Vec<u8>) -> reqwest::RequestBuilder {
-        let mut req = self
-            .client
-            .post(url.clone())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(body);
+    /// A POST of a JSON body to `uri` with this provider's credentials.
+    pub fn post(&self, uri: &Uri, body: Vec<u8>) -> Request<Full<Bytes>> {
+        let mut req = Request::new(Full::new(Bytes::from(body)));
+        *req.method_mut() = Method::POST;
+        *req.uri_mut() = uri.clone();
+        let headers = req.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
         if let Some((name, value)) = &self.auth {
-            req = req.header(name.clone(), value.clone());
+            headers.insert(name.clone(), value.clone());
         }
         for (name, value) in &self.fixed {
-            req = req.header(name.clone(), value.clone());
+            headers.insert(name.clone(), value.clone());
         }
         req
     }
 }
+
+const USER_AGENT: &str = concat!("switchyard/", env!("CARGO_PKG_VERSION"));

@@ -3,6 +3,8 @@
 
 use bytes::Bytes;
 use futures_util::StreamExt;
+use http::{HeaderValue, Response};
+use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -12,13 +14,20 @@ use super::stream::{ChunkAction, ChunkTracker, Committed, Usage};
 use super::{wire, Target};
 use crate::api::sse::SseDecoder;
 use crate::canonical::Dialect;
+use crate::provider::{self, read_all};
 
-fn transport_error(e: &reqwest::Error) -> AttemptError {
+/// A failure to get a response: connect (refused, unreachable, TLS) or a reset after it.
+fn send_error(e: &hyper_util::client::legacy::Error) -> AttemptError {
     if e.is_connect() {
         AttemptError::Connect
     } else {
         AttemptError::Reset
     }
+}
+
+/// A failure reading a body: the connection broke.
+fn body_error(_: hyper::Error) -> AttemptError {
+    AttemptError::Reset
 }
 
 /// Marks synthetic health probes, so providers' logs (and our mock) can tell them apart.
@@ -30,7 +39,7 @@ async fn send(
     body: Vec<u8>,
     probe: bool,
     stream: bool,
-) -> Result<reqwest::Response, AttemptError> {
+) -> Result<Response<Incoming>, AttemptError> {
     let url = if stream {
         &target.stream_url
     } else {
@@ -38,15 +47,21 @@ async fn send(
     };
     let mut req = target.provider.post(url, body);
     if probe {
-        req = req.header(PROBE_HEADER, "1");
+        req.headers_mut()
+            .insert(PROBE_HEADER, HeaderValue::from_static("1"));
     }
-    let resp = req.send().await.map_err(|e| transport_error(&e))?;
+    let resp = target
+        .provider
+        .client
+        .request(req)
+        .await
+        .map_err(|e| send_error(&e))?;
     let status = resp.status();
     if status.is_success() {
         return Ok(resp);
     }
     let retry_after = parse_retry_after(resp.headers());
-    let body = resp.bytes().await.unwrap_or_default();
+    let body = read_all(resp.into_body()).await.unwrap_or_default();
     if target.dialect == Dialect::OpenAi {
         return Err(AttemptError::Status {
             status,
@@ -83,7 +98,7 @@ pub async fn call_full(
     }
     let call = async {
         let resp = send(target, body, probe, false).await?;
-        let bytes = resp.bytes().await.map_err(|e| transport_error(&e))?;
+        let bytes = read_all(resp.into_body()).await.map_err(body_error)?;
         if target.dialect != Dialect::OpenAi {
             return wire::response_to_openai(target.dialect, &bytes);
         }
@@ -115,7 +130,7 @@ pub async fn call_stream(
         if !is_sse {
             return Err(AttemptError::Malformed);
         }
-        let mut upstream = resp.bytes_stream().boxed();
+        let mut upstream = provider::stream(resp.into_body());
         if target.dialect != Dialect::OpenAi {
             upstream = wire::stream_to_openai(upstream, target.dialect);
         }
@@ -141,7 +156,7 @@ pub async fn call_stream(
             }
             match upstream.next().await {
                 Some(Ok(bytes)) => decoder.push(&bytes),
-                Some(Err(e)) => return Err(transport_error(&e)),
+                Some(Err(e)) => return Err(body_error(e)),
                 None => return Err(AttemptError::EmptyStream),
             }
         }

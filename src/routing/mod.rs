@@ -153,9 +153,9 @@ impl Route {
 pub struct Target {
     pub config: Arc<TargetConfig>,
     pub provider: Arc<Provider>,
-    pub url: reqwest::Url,
+    pub url: http::Uri,
     /// Where streams go (differs from `url` for Gemini).
-    pub stream_url: reqwest::Url,
+    pub stream_url: http::Uri,
     /// The wire dialect the target speaks.
     pub dialect: crate::canonical::Dialect,
     /// The id as a response header value (`x-switchyard-target`), made once.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::{BoxStream, Stream, StreamExt};
+use futures_util::stream::{Stream, StreamExt};
 use tokio::time::Instant;
 
 use super::continuation::{count_move, Continuation, Mode};
@@ -19,6 +19,7 @@ use super::health::Verdict;
 use super::stream::{ChunkAction, ChunkTracker, Committed, StreamCut, Usage};
 use super::{Route, Target};
 use crate::api::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
+use crate::provider::ByteStream;
 
 /// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
 /// `[DONE]` before we close it ourselves.
@@ -67,7 +68,7 @@ pub struct StreamReport {
 }
 
 struct Relay {
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    upstream: ByteStream,
     decoder: SseDecoder,
     tracker: ChunkTracker,
     out: VecDeque<Bytes>,

@@ -7,11 +7,11 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::sse::{encode_data, SseDecoder, SseEvent, DONE};
+use crate::provider::ByteStream;
 
 /// Token counts as OpenAI reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -279,7 +279,7 @@ impl StreamCut {
 
 /// A stream that passed its commit point, ready to be relayed.
 pub struct Committed {
-    pub upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    pub upstream: ByteStream,
     pub decoder: SseDecoder,
     pub tracker: ChunkTracker,
     /// Events already read (up to and including the first content), to send first.

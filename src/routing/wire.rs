@@ -18,6 +18,7 @@ use crate::api::chat_request::ChatRequest;
 use crate::api::sse::SseDecoder;
 use crate::canonical::{self, Dialect, ErrorClass, StreamDecoder, StreamEncoder};
 use crate::config::ProviderKind;
+use crate::provider::ByteStream;
 
 /// The dialect a provider kind speaks.
 pub fn dialect_of(kind: ProviderKind) -> Dialect {
@@ -228,10 +229,7 @@ fn recode<E: Send + 'static>(
 }
 
 /// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk).
-pub fn stream_to_openai(
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
-    dialect: Dialect,
-) -> BoxStream<'static, reqwest::Result<Bytes>> {
+pub fn stream_to_openai(upstream: ByteStream, dialect: Dialect) -> ByteStream {
     recode(upstream, dialect, Dialect::OpenAi)
 }
 
