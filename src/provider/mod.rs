@@ -17,7 +17,7 @@ use http_body_util::Full;
 
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
-pub use self::client::{build_client, read_all, stream, ByteStream, HttpClient};
+pub use self::client::{build_client, read_all, stream, ByteStream, Dial, HttpClient};
 
 /// A configured upstream API account with its connection pool.
 #[derive(Debug)]
