@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
 use crate::api::{router, AppState};
+use crate::audit::redact::Redactor;
 use crate::audit::Audit;
 use crate::config::{Config, ConfigErrors};
 use crate::metrics::Registry;
@@ -58,8 +59,13 @@ pub async fn serve(
 ) -> Result<(), AppError> {
     let mut audit_writer = None;
     if !state.audit.enabled() {
-        let audit = state.routing.load().config.audit.clone();
-        let (handle, writer) = crate::audit::start(&audit, &state.shared.metrics).await?;
+        let config = state.routing.load().config.clone();
+        let (handle, writer) = crate::audit::start(
+            &config.audit,
+            Redactor::for_config(&config),
+            &state.shared.metrics,
+        )
+        .await?;
         state.audit = handle;
         audit_writer = Some(writer);
     }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::audit::{eventually, TcpProxy, TestStore};
 use support::*;
+use switchyard::audit::redact::Redactor;
 use switchyard::audit::{start_with, Audit, AuditRecord, Limits};
 use switchyard::config::{AuditConfig, AuditStore};
 use switchyard::metrics::Registry;
@@ -208,7 +209,9 @@ async fn loss_while_the_store_is_down_is_counted_and_reported() {
         shutdown_retry_for: Duration::from_secs(1),
         ..Limits::default()
     };
-    let (audit, writer) = start_with(&config, &metrics, limits).await.unwrap();
+    let (audit, writer) = start_with(&config, Redactor::new([]), &metrics, limits)
+        .await
+        .unwrap();
     proxy.set_up(false);
     let now = 1_700_000_000_000;
     // More than the queue and the writer's buffer hold together, faster than they drain.
@@ -253,7 +256,9 @@ async fn retention_prunes_old_records() {
         prune_every: Duration::from_millis(200),
         ..Limits::default()
     };
-    let (audit, writer) = start_with(&config, &Registry::new(), limits).await.unwrap();
+    let (audit, writer) = start_with(&config, Redactor::new([]), &Registry::new(), limits)
+        .await
+        .unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

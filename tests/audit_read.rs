@@ -118,7 +118,7 @@ async fn with_the_audit_log_off_nothing_is_kept_and_status_says_so() {
 }
 
 #[tokio::test]
-async fn records_name_the_client_key_by_id_and_keep_bodies_only_when_asked() {
+async fn records_name_the_client_key_by_id_and_keep_bodies_only_when_asked_secrets_masked() {
     let store = TestStore::sqlite();
     let m = mocks(1).await;
     let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
@@ -130,9 +130,31 @@ async fn records_name_the_client_key_by_id_and_keep_bodies_only_when_asked() {
         )
         .await;
     assert_eq!(resp.status(), 200);
+    // Secrets a user pastes into a prompt are masked before the body is stored: the configured
+    // keys wherever they appear, credentials by their shape, values of secret-named fields.
+    let pasted = serde_json::json!({
+        "model": "chat",
+        "messages": [{"role": "user", "content":
+            "my key is sk-test-secret, AWS AKIAIOSFODNN7EXAMPLE, config {\"password\":\"hunter2\"}"}],
+    });
+    let resp = gw
+        .chat_with(pasted, &[("authorization", "Bearer sk-test-secret")])
+        .await;
+    assert_eq!(resp.status(), 200);
     gw.stop().await;
     let all = store.all().await;
-    assert_eq!(all.len(), 1);
+    assert_eq!(all.len(), 2);
+    let stored = all[1].request_body.as_deref().unwrap();
+    assert!(
+        stored.contains(
+            r#"my key is [REDACTED], AWS [REDACTED], config {\"password\":\"[REDACTED]\"}"#
+        ),
+        "{stored}"
+    );
+    assert!(
+        !stored.contains("hunter2") && !stored.contains("AKIA"),
+        "{stored}"
+    );
     let rec = &all[0];
     assert!(rec
         .client_key_id

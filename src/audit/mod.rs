@@ -9,6 +9,7 @@
 
 mod postgres;
 pub mod query;
+pub mod redact;
 mod schema;
 pub mod show;
 mod sink;

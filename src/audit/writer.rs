@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{interval, Instant, MissedTickBehavior};
 
+use super::redact::Redactor;
 use super::sink::Sink;
 use super::store::{self, Store};
 use super::{Audit, AuditError, AuditRecord};
@@ -110,14 +111,16 @@ impl AuditWriter {
 /// spawn the writer. With `store = "off"` nothing starts and the handle keeps nothing.
 pub async fn start(
     config: &AuditConfig,
+    redactor: Redactor,
     metrics: &Registry,
 ) -> Result<(Audit, AuditWriter), AuditError> {
-    start_with(config, metrics, Limits::default()).await
+    start_with(config, redactor, metrics, Limits::default()).await
 }
 
 /// [`start`] with other limits.
 pub async fn start_with(
     config: &AuditConfig,
+    redactor: Redactor,
     metrics: &Registry,
     limits: Limits,
 ) -> Result<(Audit, AuditWriter), AuditError> {
@@ -158,6 +161,7 @@ pub async fn start_with(
         sink,
         give_up,
         limits,
+        redactor,
     };
     let task = tokio::spawn(writer.run(stopped));
     tracing::info!(store = store::kind(&config.store), "audit log started");
@@ -178,6 +182,8 @@ struct Writer {
     sink: JoinHandle<()>,
     give_up: Arc<OnceLock<Instant>>,
     limits: Limits,
+    /// Masks secrets in bodies and error messages before they are stored.
+    redactor: Redactor,
 }
 
 impl Writer {
@@ -234,6 +240,11 @@ impl Writer {
     }
 
     fn take(&mut self, buf: &mut Vec<AuditRecord>) {
+        for r in buf.iter_mut() {
+            self.redactor.apply(&mut r.error);
+            self.redactor.apply(&mut r.request_body);
+            self.redactor.apply(&mut r.response_body);
+        }
         self.shared
             .pending
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
