@@ -305,3 +305,69 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
     }
     store.cleanup().await;
 }
+
+/// Requests refused before any attempt get a record too ("one record per client request"):
+/// an unknown model (with the model asked for and the client key's id), a bad key, a body that
+/// is not JSON, an unknown model on the Anthropic API. No path, the status and the reason.
+#[tokio::test]
+async fn refused_requests_are_recorded_with_their_status_and_no_path() {
+    let store = TestStore::sqlite();
+    let m = mocks(1).await;
+    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let gw = Gateway::start(&with_audit(&toml, &store.url(), "")).await;
+    let key = [("authorization", "Bearer sk-test-secret")];
+
+    let mut body = chat_body(true);
+    body["model"] = "no-such-model".into();
+    let resp = gw.chat_with(body, &key).await;
+    assert_eq!(resp.status(), 404);
+    let unknown_id = header(&resp, "x-switchyard-request-id");
+    let resp = gw
+        .chat_with(chat_body(false), &[("authorization", "Bearer wrong")])
+        .await;
+    assert_eq!(resp.status(), 401);
+    let resp = client()
+        .post(gw.url("/v1/chat/completions"))
+        .header("authorization", "Bearer sk-test-secret")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let resp = client()
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", "sk-test-secret")
+        .json(&serde_json::json!({
+            "model": "nope", "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}]
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    gw.stop().await;
+
+    let all = store.all().await;
+    let summary: Vec<(u16, &str, bool)> = all
+        .iter()
+        .map(|r| (r.status, r.route.as_str(), r.client_key_id.is_some()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (404, "no-such-model", true),
+            (401, "", false),
+            (400, "", false),
+            (404, "nope", true)
+        ]
+    );
+    assert_eq!(all[0].request_id, unknown_id);
+    assert!(all[0].stream);
+    for r in &all {
+        assert!(r.path.is_empty() && r.target.is_none(), "{r:?}");
+        assert!(r.error.as_deref().is_some_and(|e| !e.is_empty()), "{r:?}");
+    }
+    assert!(all[0].error.as_deref().unwrap().contains("does not exist"));
+    assert_eq!(m[0].stats().requests, 0, "none reached the provider");
+    store.cleanup().await;
+}

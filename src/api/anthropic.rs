@@ -8,7 +8,9 @@ use axum::extract::State;
 use axum::response::Response;
 use bytes::Bytes;
 use http::HeaderMap;
+use tokio::time::Instant;
 
+use super::audited;
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
 use super::openai::with_id;
@@ -20,11 +22,15 @@ use crate::routing::wire::Canonical;
 
 /// `POST /v1/messages`.
 pub async fn messages(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+    let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();
     let resp = match serve(&state, &parts.headers, body, &id).await {
         Ok(resp) => resp,
-        Err(err) => err.into_dialect_response(Dialect::Anthropic),
+        Err(err) => {
+            audited::refused(&state.audit, &id, "", false, None, &err, started);
+            err.into_dialect_response(Dialect::Anthropic)
+        }
     };
     with_id(resp, &id)
 }

@@ -11,6 +11,7 @@ use futures_util::stream::{BoxStream, Stream};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::error::ApiError;
 use crate::audit::AuditAttempt;
 use crate::audit::{Audit, AuditRecord};
 use crate::routing::dispatch::Request;
@@ -24,15 +25,9 @@ pub fn draft(
     route: &str,
     client_key_id: Option<String>,
 ) -> AuditRecord {
-    // The time in the id (so a lookup by id can use the time index), else now.
-    let time_ms = super::request_id::time_ms(&req.id).unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    });
     AuditRecord {
         request_id: req.id.clone(),
-        time_ms,
+        time_ms: time_ms(&req.id),
         client_key_id,
         route: route.to_owned(),
         stream: req.chat.stream,
@@ -51,6 +46,50 @@ pub fn draft(
             .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
         response_body: None,
     }
+}
+
+/// The record of a request refused before any attempt (bad key, header or body, unknown
+/// model): its status and error, an empty path. `route` is the model asked for, when known.
+pub fn refused(
+    audit: &Audit,
+    id: &str,
+    route: &str,
+    stream: bool,
+    client_key_id: Option<String>,
+    err: &ApiError,
+    started: Instant,
+) {
+    if !audit.enabled() {
+        return;
+    }
+    audit.submit(AuditRecord {
+        request_id: id.to_owned(),
+        time_ms: time_ms(id),
+        client_key_id,
+        route: route.to_owned(),
+        stream,
+        status: err.status.as_u16(),
+        target: None,
+        latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+        ttft_ms: None,
+        tokens_in: None,
+        tokens_out: None,
+        turns_dropped: 0,
+        hedged: false,
+        error: Some(err.message.clone()),
+        path: Vec::new(),
+        request_body: None,
+        response_body: None,
+    });
+}
+
+/// The time in the id (so a lookup by id can use the time index), else now.
+fn time_ms(id: &str) -> i64 {
+    super::request_id::time_ms(id).unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    })
 }
 
 /// Fill in token counts.

@@ -6,7 +6,9 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
+use tokio::time::Instant;
 
+use super::audited;
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
 use super::request_id;
@@ -85,12 +87,16 @@ pub async fn chat_completions(
     State(state): State<AppState>,
     request: axum::extract::Request,
 ) -> Response {
+    let started = Instant::now();
     let id = request_id::new();
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
     let resp = match serve_chat(&state, &parts.headers, body, &id).await {
         Ok(resp) => resp,
-        Err(err) => err.into_response(),
+        Err(err) => {
+            audited::refused(&state.audit, &id, "", false, None, &err, started);
+            err.into_response()
+        }
     };
     with_id(resp, &id)
 }

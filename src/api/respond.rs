@@ -103,9 +103,10 @@ pub async fn respond(
     chat: ChatRequest,
     canonical: Canonical,
 ) -> Result<Response, ApiError> {
+    let started = Instant::now();
     let routing = state.routing.load_full();
     let Some(route) = routing.route(&chat.model) else {
-        return Err(ApiError::new(
+        let err = ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",
@@ -113,9 +114,18 @@ pub async fn respond(
                 "the model `{}` does not exist on this gateway; GET /v1/models lists them",
                 chat.model
             ),
-        ));
+        );
+        audited::refused(
+            &state.audit,
+            id,
+            &chat.model,
+            chat.stream,
+            edge.client_key_id,
+            &err,
+            started,
+        );
+        return Ok(err.into_dialect_response(dialect));
     };
-    let started = Instant::now();
     let req = Request {
         id: id.to_owned(),
         chat,

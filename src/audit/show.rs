@@ -71,7 +71,7 @@ pub fn table(records: &[AuditRecord]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<23}  {:<16}  {:<route_w$}  {:>6}  {:>7}  {:>6}  {:<11}  PATH",
+        "{:<23}  {:<36}  {:<route_w$}  {:>6}  {:>7}  {:>6}  {:<11}  PATH",
         "TIME (UTC)", "REQUEST ID", "ROUTE", "STATUS", "MS", "TTFT", "TOKENS"
     );
     for r in records {
@@ -81,10 +81,10 @@ pub fn table(records: &[AuditRecord]) -> String {
         }
         let _ = write!(
             out,
-            "{:<23}  {:<16}  {:<route_w$}  {:>6}  {:>7}  {:>6}  {:<11}  {}",
+            "{:<23}  {:<36}  {:<route_w$}  {:>6}  {:>7}  {:>6}  {:<11}  {}",
             format_time(r.time_ms),
             r.request_id,
-            r.route,
+            if r.route.is_empty() { "-" } else { &r.route },
             status,
             opt_ms(Some(r.latency_ms)),
             opt_ms(r.ttft_ms),
