@@ -302,3 +302,22 @@ async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
         .unwrap();
     assert!(metrics.contains("switchyard_retry_budget_exhausted_total{route=\"chat\"}"));
 }
+
+/// A failing primary below its breaker's threshold with a healthy backup: every failover
+/// succeeds, so the budget is given back each time and never runs out. Clients see no error,
+/// however long it lasts (the budget only caps retries that fail, as in the test above).
+#[tokio::test]
+async fn failovers_that_succeed_do_not_spend_the_retry_budget() {
+    let m = mocks(2).await;
+    let extra = "[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
+                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+    let gw = Gateway::start(&config(&m, extra)).await;
+    m[0].set_plan(down());
+    for i in 0..200 {
+        let resp = gw.chat(chat_body(false)).await;
+        assert_eq!(resp.status(), 200, "request {i}");
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    }
+    assert_eq!(m[0].stats().requests, 200);
+    assert_eq!(m[1].stats().requests, 200);
+}

@@ -1,7 +1,10 @@
 //! The retry budget (`[routes.retry_budget]`): retries and hedges together may add at most
 //! `ratio` of the recent requests, plus `min_per_sec`, over a ten-second window. Under a total
 //! outage this keeps the load on providers near (1 + ratio)x instead of multiplying it by
-//! `max_attempts` (Finagle's and tower's retry budgets).
+//! `max_attempts` (Finagle's and tower's retry budgets). Unlike theirs, a retry that succeeds
+//! is given back ([`RetryBudget::refund`]): failing over to a healthy target is the product
+//! working, and must not run out while a primary fails a share of requests below its breaker's
+//! threshold.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -94,6 +97,23 @@ impl RetryBudget {
         })
     }
 
+    /// A retry taken at `at` succeeded: give it back. The budget exists so that an outage does
+    /// not multiply load; a retry that found a healthy target (a failover while the primary's
+    /// breaker is still closed, or a transient error) did the work the client needed once, so
+    /// only failed retries spend it. Under a total outage nothing comes back and the cap holds.
+    pub fn refund(&self, at: Instant) {
+        let epoch = self.epoch(at);
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        // The slot of `at`, or the one before when the retry was taken just before a boundary.
+        for e in [epoch, epoch.saturating_sub(1)] {
+            let slot = &mut slots[(e % SLOTS as u64) as usize];
+            if slot.epoch == e && slot.retries > 0 {
+                slot.retries -= 1;
+                return;
+            }
+        }
+    }
+
     /// May this request be hedged? At most `hedge_ratio` of recent requests are, and a hedge
     /// also spends the retry budget. Counts it when it may.
     pub fn try_hedge(&self, now: Instant, hedge_ratio: f64) -> bool {
@@ -134,6 +154,34 @@ mod tests {
         // The window moves on: old requests and retries age out.
         let later = now + Duration::from_secs(11);
         assert_eq!((0..100).filter(|_| b.try_withdraw(later)).count(), 10);
+    }
+
+    #[test]
+    fn a_retry_that_succeeds_is_given_back() {
+        let b = RetryBudget::new(RetryBudgetPolicy {
+            ratio: 0.2,
+            min_per_sec: 0,
+        });
+        let now = b.origin;
+        for _ in 0..10 {
+            b.deposit(now);
+        }
+        assert!(b.try_withdraw(now) && b.try_withdraw(now));
+        assert!(!b.try_withdraw(now), "20% of 10");
+        b.refund(now);
+        assert!(b.try_withdraw(now), "one came back");
+        assert!(!b.try_withdraw(now));
+        // Taken just before a slot boundary, refunded just after: found in the slot before.
+        let later = now + Duration::from_millis(1_500);
+        b.refund(later);
+        assert!(b.try_withdraw(later));
+        // Nothing to give back: no underflow, nothing granted beyond the budget.
+        let empty = RetryBudget::new(RetryBudgetPolicy {
+            ratio: 0.0,
+            min_per_sec: 0,
+        });
+        empty.refund(empty.origin);
+        assert!(!empty.try_withdraw(empty.origin));
     }
 
     #[test]

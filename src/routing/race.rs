@@ -369,6 +369,10 @@ impl<'a> Race<'a> {
         let elapsed = done.start.elapsed();
         let err = match done.result {
             Ok(answer) => {
+                if done.seq > 0 && !done.hedge {
+                    // A retry that worked gives its share of the budget back.
+                    route.budget.refund(done.start);
+                }
                 let served = Some(self.path.len());
                 self.path.push(record(
                     target,
