@@ -12,8 +12,9 @@
 //! with no recognisable form, which is why bodies stay off by default.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::bytes::{Captures, Regex, RegexBuilder};
 
 /// What replaces a secret.
 pub const MASK: &str = "[REDACTED]";
@@ -24,19 +25,19 @@ const MIN_SECRET_LEN: usize = 8;
 /// Credentials by their shape.
 const SHAPES: &str = concat!(
     r"sk-[A-Za-z0-9_\-]{16,}",
-    r"|(?i:bearer)\s+[A-Za-z0-9\-._~+/]{16,}=*",
+    r"|(?i:bearer)[ \t]+[A-Za-z0-9\-._~+/]{16,}=*",
     r"|AIza[0-9A-Za-z_\-]{35}",
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}",
     r"|gh[pousr]_[A-Za-z0-9]{36,}",
     r"|github_pat_[A-Za-z0-9_]{22,}",
     r"|xox[abprs]-[A-Za-z0-9\-]{10,}",
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?s:.)*?-----END [A-Z ]*PRIVATE KEY-----",
 );
 
 /// Field names that say a secret follows.
 macro_rules! secret_names {
     () => {
-        "(?:api[_-]?key|apikey|x-api-key|password|passwd|secret|client[_-]?secret|token|\
+        "(?i:api[_-]?key|apikey|x-api-key|password|passwd|secret|client[_-]?secret|token|\
          access[_-]?token|refresh[_-]?token|auth[_-]?token|authorization|private[_-]?key)"
     };
 }
@@ -45,7 +46,7 @@ macro_rules! secret_names {
 /// opening quote, the value), or escaped once inside a JSON string such as a tool call's
 /// `arguments` (groups 3, 4).
 const FIELDS: &str = concat!(
-    r#"(?i)(""#,
+    r#"(""#,
     secret_names!(),
     r#""\s*:\s*")((?:[^"\\]|\\.)*)"#,
     r#"|(\\""#,
@@ -53,13 +54,32 @@ const FIELDS: &str = concat!(
     r#"\\"\s*:\s*\\")((?:[^"\\]|\\[^"])*)"#,
 );
 
-/// Masks secrets in text; built once, when the audit log starts.
+/// The patterns, compiled on first use (a gateway that never stores a body or an error never
+/// pays for them).
+static SHAPES_RE: LazyLock<Regex> = LazyLock::new(|| compile(SHAPES));
+static FIELDS_RE: LazyLock<Regex> = LazyLock::new(|| compile(FIELDS));
+
+/// Byte-oriented, ASCII-only patterns (Unicode classes compile into larger UTF-8 automata) with
+/// a small lazy-DFA cache: this runs on a few records, off the request path. Every match starts
+/// and ends at an ASCII byte, so what is left around a mask stays UTF-8.
+fn compile(pattern: &str) -> Regex {
+    RegexBuilder::new(pattern)
+        .unicode(false)
+        .dfa_size_limit(256 * 1024)
+        .build()
+        .unwrap_or_else(|_| never())
+}
+
+/// Text back from a replacement (always UTF-8, see [`compile`]; lossy if not).
+fn utf8(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Masks secrets in text; made when the audit log starts.
 #[derive(Debug)]
 pub struct Redactor {
     /// The configured secrets, longest first (so a key that contains another is masked whole).
     secrets: Vec<String>,
-    shapes: Regex,
-    fields: Regex,
 }
 
 impl Redactor {
@@ -71,12 +91,7 @@ impl Redactor {
             .collect();
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
-        Redactor {
-            secrets,
-            // Both patterns are constants, checked by the tests below.
-            shapes: Regex::new(SHAPES).unwrap_or_else(|_| never()),
-            fields: Regex::new(FIELDS).unwrap_or_else(|_| never()),
-        }
+        Redactor { secrets }
     }
 
     /// A redactor for `config`'s provider API keys and client keys.
@@ -94,21 +109,21 @@ impl Redactor {
                 out = Cow::Owned(out.replace(secret.as_str(), MASK));
             }
         }
-        if let Cow::Owned(s) = self.fields.replace_all(&out, |c: &regex::Captures<'_>| {
+        if let Cow::Owned(s) = FIELDS_RE.replace_all(out.as_bytes(), |c: &Captures<'_>| {
             let (head, value) = match (c.get(1), c.get(2), c.get(3), c.get(4)) {
-                (Some(h), Some(v), _, _) | (_, _, Some(h), Some(v)) => (h.as_str(), v.as_str()),
-                _ => return c[0].to_owned(),
+                (Some(h), Some(v), _, _) | (_, _, Some(h), Some(v)) => (h.as_bytes(), v.as_bytes()),
+                _ => return c[0].to_vec(),
             };
-            if value.is_empty() || value == MASK {
-                c[0].to_owned()
+            if value.is_empty() || value == MASK.as_bytes() {
+                c[0].to_vec()
             } else {
-                format!("{head}{MASK}")
+                [head, MASK.as_bytes()].concat()
             }
         }) {
-            out = Cow::Owned(s);
+            out = Cow::Owned(utf8(s));
         }
-        if let Cow::Owned(s) = self.shapes.replace_all(&out, MASK) {
-            out = Cow::Owned(s);
+        if let Cow::Owned(s) = SHAPES_RE.replace_all(out.as_bytes(), MASK.as_bytes()) {
+            out = Cow::Owned(utf8(s));
         }
         out
     }
@@ -123,7 +138,7 @@ impl Redactor {
     }
 }
 
-/// A regex of ours that does not compile: a bug the tests catch; never reached at run time.
+/// A pattern of ours that does not compile: a bug the tests catch; never reached at run time.
 #[allow(clippy::panic, reason = "constant patterns, compiled in the tests")]
 fn never() -> Regex {
     panic!("an audit redaction pattern does not compile")
@@ -188,6 +203,19 @@ mod tests {
         // A field that merely mentions a secret word keeps its value.
         let fine = r#"{"max_tokens":32,"content":"what is a token?"}"#;
         assert_eq!(r.redact(fine), fine);
+    }
+
+    #[test]
+    fn text_around_a_mask_stays_whole() {
+        let r = r();
+        assert_eq!(
+            r.redact("é sk-abcdefghijklmnopqrstu ü, 密码"),
+            "é [REDACTED] ü, 密码"
+        );
+        assert_eq!(
+            r.redact(r#"{"password":"pässwörd 密码","note":"ünchanged"}"#),
+            r#"{"password":"[REDACTED]","note":"ünchanged"}"#
+        );
     }
 
     #[test]

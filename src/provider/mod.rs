@@ -28,6 +28,8 @@ pub struct Provider {
     auth: Option<(HeaderName, HeaderValue)>,
     /// Headers every call carries (Anthropic's `anthropic-version`).
     fixed: Vec<(HeaderName, HeaderValue)>,
+    /// The `Host` header, made once (hyper's client would format it for every request).
+    host: Option<HeaderValue>,
 }
 
 /// Errors building a provider from its config.
@@ -67,11 +69,13 @@ impl Provider {
             ProviderKind::Anthropic => anthropic::fixed_headers(),
             _ => Vec::new(),
         };
+        let host = host_header(&config.base_url);
         Ok(Provider {
             config,
             client,
             auth,
             fixed,
+            host,
         })
     }
 
@@ -108,6 +112,9 @@ impl Provider {
             HeaderValue::from_static("application/json"),
         );
         headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+        if let Some(host) = &self.host {
+            headers.insert(header::HOST, host.clone());
+        }
         if let Some((name, value)) = &self.auth {
             headers.insert(name.clone(), value.clone());
         }
@@ -118,4 +125,50 @@ impl Provider {
     }
 }
 
+/// The `Host` header for a base URL: the host, and the port unless it is the scheme's default.
+fn host_header(base_url: &str) -> Option<HeaderValue> {
+    let uri = base_url.parse::<Uri>().ok()?;
+    let host = uri.host()?;
+    let default_port = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let value = match uri.port_u16() {
+        Some(port) if port != default_port => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&value).ok()
+}
+
 const USER_AGENT: &str = concat!("switchyard/", env!("CARGO_PKG_VERSION"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_headers_keep_only_a_non_default_port() {
+        let host = |url: &str| host_header(url).map(|v| v.to_str().unwrap_or("").to_owned());
+        assert_eq!(
+            host("https://api.openai.com/v1").as_deref(),
+            Some("api.openai.com")
+        );
+        assert_eq!(
+            host("https://x.example:443/v1").as_deref(),
+            Some("x.example")
+        );
+        assert_eq!(
+            host("http://127.0.0.1:8080/v1").as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert_eq!(
+            host("http://llm.internal:80").as_deref(),
+            Some("llm.internal")
+        );
+        assert_eq!(
+            host("https://llm.internal:80").as_deref(),
+            Some("llm.internal:80")
+        );
+        assert_eq!(host("not a url"), None);
+    }
+}
