@@ -50,7 +50,7 @@ async fn serve(
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     // Anthropic streams always report usage.
     chat.client_wants_usage = true;
-    respond(
+    Ok(respond(
         state,
         edge,
         id,
@@ -58,5 +58,5 @@ async fn serve(
         chat,
         Canonical::known(canon),
     )
-    .await
+    .await)
 }

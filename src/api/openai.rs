@@ -110,7 +110,7 @@ async fn serve_chat(
     let edge = Edge::open(state, h, body).await?;
     let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await
+    Ok(respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape.

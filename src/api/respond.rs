@@ -94,7 +94,8 @@ impl Drop for Abandoned<'_> {
     }
 }
 
-/// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape).
+/// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape); an
+/// unknown model is answered (404) and recorded here too.
 pub async fn respond(
     state: &AppState,
     edge: Edge,
@@ -102,7 +103,7 @@ pub async fn respond(
     dialect: Dialect,
     chat: ChatRequest,
     canonical: Canonical,
-) -> Result<Response, ApiError> {
+) -> Response {
     let started = Instant::now();
     let routing = state.routing.load_full();
     let Some(route) = routing.route(&chat.model) else {
@@ -124,7 +125,7 @@ pub async fn respond(
             &err,
             started,
         );
-        return Ok(err.into_dialect_response(dialect));
+        return err.into_dialect_response(dialect);
     };
     let req = Request {
         id: id.to_owned(),
@@ -223,5 +224,5 @@ pub async fn respond(
     if turns_dropped > 0 {
         h.insert(headers::TURNS_DROPPED, HeaderValue::from(turns_dropped));
     }
-    Ok(resp)
+    resp
 }
