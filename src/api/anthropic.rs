@@ -25,7 +25,7 @@ pub async fn messages(State(state): State<AppState>, request: axum::extract::Req
     let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();
-    let resp = match serve(&state, &parts.headers, body, &id).await {
+    let resp = match serve(&state, &parts.headers, body, &id, started).await {
         Ok(resp) => resp,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
@@ -40,8 +40,9 @@ async fn serve(
     h: &HeaderMap,
     body: Body,
     id: &str,
+    started: Instant,
 ) -> Result<Response, ApiError> {
-    let edge = Edge::open(state, h, body).await?;
+    let edge = Edge::open(state, h, body, started).await?;
     let canon = canonical::anthropic::parse_request(&edge.body)
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let inner = canonical::openai::write_request(&canon, &canon.model)

@@ -91,7 +91,7 @@ pub async fn chat_completions(
     let id = request_id::new();
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
-    let resp = match serve_chat(&state, &parts.headers, body, &id).await {
+    let resp = match serve_chat(&state, &parts.headers, body, &id, started).await {
         Ok(resp) => resp,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
@@ -106,8 +106,9 @@ async fn serve_chat(
     h: &HeaderMap,
     body: Body,
     id: &str,
+    started: Instant,
 ) -> Result<Response, ApiError> {
-    let edge = Edge::open(state, h, body).await?;
+    let edge = Edge::open(state, h, body, started).await?;
     let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     Ok(respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await)

@@ -21,6 +21,8 @@ use crate::routing::wire::{self, Canonical};
 
 /// A client request at the edge, before its body is parsed: who sent it and what it asks.
 pub struct Edge {
+    /// When the request arrived (latency and time to first token count from here).
+    pub started: Instant,
     pub client_key_id: Option<String>,
     pub failover: bool,
     pub timeout: Option<std::time::Duration>,
@@ -29,7 +31,12 @@ pub struct Edge {
 
 impl Edge {
     /// Check the client key and the control headers, read the body within `max_body`.
-    pub async fn open(state: &AppState, h: &HeaderMap, body: Body) -> Result<Edge, ApiError> {
+    pub async fn open(
+        state: &AppState,
+        h: &HeaderMap,
+        body: Body,
+        started: Instant,
+    ) -> Result<Edge, ApiError> {
         let client_key_id = match &state.auth {
             Some(auth) => Some(auth.check(h)?),
             None => None,
@@ -37,6 +44,7 @@ impl Edge {
         let (failover, timeout) = controls(h)?;
         let body = read_body(body, state.max_body).await?;
         Ok(Edge {
+            started,
             client_key_id,
             failover,
             timeout,
@@ -104,7 +112,7 @@ pub async fn respond(
     chat: ChatRequest,
     canonical: Canonical,
 ) -> Response {
-    let started = Instant::now();
+    let started = edge.started;
     let routing = state.routing.load_full();
     let Some(route) = routing.route(&chat.model) else {
         let err = ApiError::new(
