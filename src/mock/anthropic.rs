@@ -60,14 +60,12 @@ async fn messages(
         Ok(answer) if answer.stream => {
             super::stream::response(render::script(&reply, &answer), &plan, guard)
         }
-        Ok(answer) => {
-            guard.complete();
-            if plan.malformed_body {
-                malformed_body()
-            } else {
-                Json(render::message(&reply, &answer)).into_response()
-            }
-        }
+        Ok(answer) => super::whole(
+            &plan,
+            guard,
+            render::message(&reply, &answer),
+            "{\"id\": \"msg_mock\", \"content\": [ this is not json",
+        ),
     };
     state.named(response)
 }
@@ -98,10 +96,7 @@ impl Rejection {
     /// The error a plan injects: its status, Anthropic's type for it (or `error_code`) and
     /// `Retry-After`.
     fn injected(plan: &FaultPlan) -> Self {
-        let status = plan
-            .status
-            .and_then(|s| StatusCode::from_u16(s).ok())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = plan.injected_status();
         let kind = match status.as_u16() {
             401 => "authentication_error",
             403 => "permission_error",
@@ -236,16 +231,6 @@ fn prefill(messages: &[Value]) -> Option<String> {
         return None;
     }
     Some(content_text(last.get("content")))
-}
-
-/// A 200 that claims to be JSON and is not.
-fn malformed_body() -> Response {
-    let mut response = "{\"id\": \"msg_mock\", \"content\": [ this is not json".into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 #[cfg(test)]

@@ -80,14 +80,12 @@ async fn generate(
                 guard.complete();
                 Json(render::chunk_array(&reply, &answer)).into_response()
             }
-            Action::Generate => {
-                guard.complete();
-                if plan.malformed_body {
-                    malformed_body()
-                } else {
-                    Json(render::response(&reply, &answer)).into_response()
-                }
-            }
+            Action::Generate => super::whole(
+                &plan,
+                guard,
+                render::response(&reply, &answer),
+                "{\"candidates\": [ this is not json",
+            ),
         },
     };
     state.named(response)
@@ -129,10 +127,7 @@ impl Rejection {
 
     /// The error a plan injects: its status with Gemini's word for it (or `error_code`).
     fn injected(plan: &FaultPlan) -> Self {
-        let status = plan
-            .status
-            .and_then(|s| StatusCode::from_u16(s).ok())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = plan.injected_status();
         let word = match status.as_u16() {
             400 => "INVALID_ARGUMENT",
             401 => "UNAUTHENTICATED",
@@ -288,16 +283,6 @@ fn prefill(contents: &[Value]) -> Option<String> {
         return None;
     }
     Some(parts_text(Some(last)))
-}
-
-/// A 200 that claims to be JSON and is not.
-fn malformed_body() -> Response {
-    let mut response = "{\"candidates\": [ this is not json".into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 #[cfg(test)]

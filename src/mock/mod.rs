@@ -129,3 +129,25 @@ async fn not_found(uri: Uri) -> Response {
         None,
     )
 }
+
+/// A whole (non-streamed) answer in any dialect: the request is complete, and the body is
+/// `body` as JSON, or, when the plan asks for a malformed body, a 200 that claims to be JSON
+/// and is not (`broken` is the dialect's opening, cut off).
+fn whole(
+    plan: &FaultPlan,
+    mut guard: state::RequestGuard,
+    body: impl Serialize,
+    broken: &'static str,
+) -> Response {
+    use axum::response::IntoResponse;
+    guard.complete();
+    if !plan.malformed_body {
+        return axum::Json(body).into_response();
+    }
+    let mut response = broken.into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -14,14 +14,14 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use serde_json::Value;
 
 use super::plan::{Draw, FaultPlan};
 use super::state::MockState;
 use super::text::{canonical_text, continuation};
 use super::RecordedRequest;
-use error::{malformed_body, Rejection};
+use error::Rejection;
 use render::{Answer, Reply};
 
 mod error;
@@ -109,14 +109,12 @@ async fn chat(
         Ok(request) if request.stream => {
             super::stream::response(render::script(&reply, &request), &plan, guard)
         }
-        Ok(request) => {
-            guard.complete();
-            if plan.malformed_body {
-                malformed_body()
-            } else {
-                Json(render::completion(&reply, &request)).into_response()
-            }
-        }
+        Ok(request) => super::whole(
+            &plan,
+            guard,
+            render::completion(&reply, &request),
+            "{\"id\": \"chatcmpl-mock\", \"choices\": [ this is not json",
+        ),
     };
     state.named(response)
 }

@@ -119,6 +119,13 @@ pub(crate) struct Draw {
 }
 
 impl FaultPlan {
+    /// The status an injected error answers with (500 when the plan's is not a valid one).
+    pub(crate) fn injected_status(&self) -> axum::http::StatusCode {
+        self.status
+            .and_then(|s| axum::http::StatusCode::from_u16(s).ok())
+            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
     /// Checks what serde cannot: a real HTTP status and probabilities in `[0, 1]`.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(status) = self.status {

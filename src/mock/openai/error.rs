@@ -21,10 +21,7 @@ pub(super) struct Rejection {
 impl Rejection {
     /// The error a plan injects: its `status`, `error_code` and `retry_after`.
     pub(super) fn injected(plan: &FaultPlan) -> Self {
-        let status = plan
-            .status
-            .and_then(|s| StatusCode::from_u16(s).ok())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = plan.injected_status();
         let kind = match status.as_u16() {
             429 => "requests",
             400..=499 => "invalid_request_error",
@@ -115,17 +112,6 @@ pub(crate) fn error(
 ) -> Response {
     let body = json!({"error": {"message": message, "type": kind, "param": param, "code": code}});
     (status, Json(body)).into_response()
-}
-
-/// A 200 that claims to be JSON and is not.
-pub(super) fn malformed_body() -> Response {
-    let mut response =
-        "{\"id\": \"chatcmpl-mock\", \"choices\": [ this is not json".into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
 }
 
 #[cfg(test)]
