@@ -17,7 +17,9 @@ use http_body_util::Full;
 
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
-pub use self::client::{build_client, read_all, stream, ByteStream, Dial, HttpClient};
+pub use self::client::{
+    build_client, read_all, stream, Body, ByteStream, Dial, HttpClient, SendError,
+};
 
 /// A configured upstream API account with its connection pool.
 #[derive(Debug)]

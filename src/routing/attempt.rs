@@ -4,7 +4,6 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, Response};
-use hyper::body::Incoming;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -14,14 +13,13 @@ use super::stream::{ChunkAction, ChunkTracker, Committed, Usage};
 use super::{wire, Target};
 use crate::api::sse::SseDecoder;
 use crate::canonical::Dialect;
-use crate::provider::{self, read_all};
+use crate::provider::{self, read_all, Body, SendError};
 
 /// A failure to get a response: connect (refused, unreachable, TLS) or a reset after it.
-fn send_error(e: &hyper_util::client::legacy::Error) -> AttemptError {
-    if e.is_connect() {
-        AttemptError::Connect
-    } else {
-        AttemptError::Reset
+fn send_error(e: &SendError) -> AttemptError {
+    match e {
+        SendError::Connect(_) => AttemptError::Connect,
+        SendError::Http(_) => AttemptError::Reset,
     }
 }
 
@@ -39,7 +37,7 @@ async fn send(
     body: Vec<u8>,
     probe: bool,
     stream: bool,
-) -> Result<Response<Incoming>, AttemptError> {
+) -> Result<Response<Body>, AttemptError> {
     let url = if stream {
         &target.stream_url
     } else {
