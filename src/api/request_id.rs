@@ -41,16 +41,15 @@ fn uuid_v7(unix_ms: u64, rand: u128) -> String {
         | (((rand >> 62) & 0xfff) << 64)
         | (0b10 << 62)
         | (rand & 0x3fff_ffff_ffff_ffff);
-    let mut out = [b'-'; 36];
-    let mut digit = 0;
-    for (i, c) in out.iter_mut().enumerate() {
-        if matches!(i, 8 | 13 | 18 | 23) {
-            continue;
+    let mut out = String::with_capacity(36);
+    for (i, byte) in v.to_be_bytes().into_iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push('-');
         }
-        *c = HEX[((v >> (124 - 4 * digit)) & 0xf) as usize];
-        digit += 1;
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0xf)]));
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 #[cfg(test)]

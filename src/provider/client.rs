@@ -265,7 +265,9 @@ impl HttpClient {
                 }
             }
         }
-        match self.connect(&uri).await? {
+        // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline, it would
+        // make every request's future (moved into a box per attempt) that much larger.
+        match Box::pin(self.connect(&uri)).await? {
             Conn::H2(conn) => self.send_h2(conn, req, &uri).await,
             Conn::H1(mut conn) => {
                 let resp = conn.send_request(req).await?;
