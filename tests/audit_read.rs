@@ -254,8 +254,9 @@ async fn the_cli_prints_a_table_or_json() {
     store.cleanup().await;
 }
 
-/// PostgreSQL: version 2 of the schema drops the request-id index of version 1 (every index
-/// costs each insert), and a lookup by id still finds its record, through the time in the id.
+/// PostgreSQL: versions 2 and 3 of the schema drop the request-id and route indexes of version 1
+/// (every index costs each insert), and a lookup by id still finds its record, through the time
+/// in the id.
 #[tokio::test]
 async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
     let store = TestStore::postgres().await;
@@ -264,11 +265,11 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
     };
     let m = mocks(1).await;
     let toml = with_audit(&config(&m, ""), &store.url(), "");
-    let request_id_index = || async {
+    let dropped_indexes = || async {
         admin
             .query_one(
                 "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 \
-                 AND indexname = 'audit_records_request_id'",
+                 AND indexname IN ('audit_records_request_id', 'audit_records_route_time')",
                 &[schema],
             )
             .await
@@ -283,7 +284,7 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
             ids.push(header(&resp, "x-switchyard-request-id"));
         }
         gw.stop().await;
-        assert_eq!(request_id_index().await, 0, "round {round}");
+        assert_eq!(dropped_indexes().await, 0, "round {round}");
         let want = &ids[1];
         let q = switchyard::audit::AuditQuery {
             request_id: Some(want.clone()),
@@ -297,11 +298,12 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
         admin
             .batch_execute(&format!(
                 "CREATE INDEX audit_records_request_id ON \"{schema}\".audit_records (request_id); \
-                 DELETE FROM \"{schema}\".audit_schema_version WHERE version = 2"
+                 CREATE INDEX audit_records_route_time ON \"{schema}\".audit_records (route, time_ms); \
+                 DELETE FROM \"{schema}\".audit_schema_version WHERE version >= 2"
             ))
             .await
             .unwrap();
-        assert_eq!(request_id_index().await, 1);
+        assert_eq!(dropped_indexes().await, 2);
     }
     store.cleanup().await;
 }

@@ -295,6 +295,19 @@ mod tests {
             })
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        // One index besides the key: the route index of version 1 is gone (version 2).
+        let indexes = store
+            .with(|conn| {
+                let mut stmt = conn.prepare(
+                    "SELECT name FROM sqlite_master WHERE type = 'index' \
+                     AND tbl_name = 'audit_records' ORDER BY name",
+                )?;
+                let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+                Ok(names.collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(indexes, ["audit_records_time"]);
         let want = AuditRecord {
             tokens_out: Some(i64::MAX as u64),
             error: Some("nul \u{FFFD} inside".into()),
