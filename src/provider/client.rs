@@ -32,6 +32,7 @@ use http::{header, Request, Response, Uri};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::client::conn::{http1, http2};
+use hyper_rustls::builderstates::WantsSchemes;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
@@ -226,8 +227,12 @@ impl Pool {
 
 /// Build the client for one provider.
 pub fn build_client(config: &ProviderConfig) -> HttpClient {
-    let connector = HttpsConnectorBuilder::new()
-        .with_webpki_roots()
+    client_over(config, HttpsConnectorBuilder::new().with_webpki_roots())
+}
+
+/// The client for one provider, over `tls` (the roots it trusts).
+fn client_over(config: &ProviderConfig, tls: HttpsConnectorBuilder<WantsSchemes>) -> HttpClient {
+    let connector = tls
         .https_or_http()
         .enable_http1()
         .enable_http2()
@@ -472,15 +477,19 @@ mod tests {
         }
     }
 
-    fn client(addr: SocketAddr) -> HttpClient {
-        build_client(&ProviderConfig {
+    fn provider_config(addr: SocketAddr) -> ProviderConfig {
+        ProviderConfig {
             name: "p".into(),
             kind: ProviderKind::OpenAi,
             base_url: format!("http://{addr}/v1"),
             api_key: None,
             api_version: String::new(),
             connect_timeout: Duration::from_secs(2),
-        })
+        }
+    }
+
+    fn client(addr: SocketAddr) -> HttpClient {
+        build_client(&provider_config(addr))
     }
 
     fn post(addr: SocketAddr) -> Request<Full<Bytes>> {
@@ -568,6 +577,99 @@ mod tests {
         client.pool.sweep();
         assert_eq!(idle(), 1);
         assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    const TEST_CA: &str = include_str!("testdata/test-ca.pem");
+    const TEST_CERT: &str = include_str!("testdata/test-localhost.pem");
+    const TEST_KEY: &str = include_str!("testdata/test-localhost.key");
+
+    /// An HTTPS server that speaks only HTTP/2 (ALPN `h2`), with a certificate from the test CA
+    /// (`testdata/`); it answers with the version and URI it saw and whether a `host` header
+    /// came along, and counts its connections.
+    async fn h2_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(TEST_CERT.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(TEST_KEY.as_bytes()).unwrap();
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        tls.alpn_protocols = vec![b"h2".to_vec()];
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(sock).await else {
+                        return;
+                    };
+                    let answer = hyper::service::service_fn(|req: Request<Incoming>| async move {
+                        let seen = format!(
+                            "{:?} {} host:{}",
+                            req.version(),
+                            req.uri(),
+                            req.headers().contains_key(header::HOST)
+                        );
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            seen,
+                        ))))
+                    });
+                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), answer)
+                        .await;
+                });
+            }
+        });
+        (addr, accepted)
+    }
+
+    #[tokio::test]
+    async fn https_upstreams_that_choose_http2_share_one_connection() {
+        use rustls::pki_types::pem::PemObject;
+        let (addr, accepted) = h2_upstream().await;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from_pem_slice(TEST_CA.as_bytes()).unwrap())
+            .unwrap();
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let mut config = provider_config(addr);
+        config.base_url = format!("https://{addr}/v1");
+        let client = client_over(&config, HttpsConnectorBuilder::new().with_tls_config(tls));
+        let url = format!("https://{addr}/v1/chat/completions");
+        let call = || async {
+            let mut req = post(addr);
+            *req.uri_mut() = url.parse().unwrap();
+            let resp = client.request(req).await.unwrap();
+            assert_eq!(resp.status(), 200);
+            read_all(resp.into_body()).await.unwrap()
+        };
+        // HTTP/2 with the URI's authority, and no `host` header beside it.
+        assert_eq!(call().await, format!("HTTP/2.0 {url} host:false"));
+        // Concurrent requests then go over the one connection.
+        let answers = futures_util::future::join_all((0..4).map(|_| call())).await;
+        assert!(answers.iter().all(|a| a.starts_with(b"HTTP/2.0 ")));
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
