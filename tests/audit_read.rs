@@ -255,8 +255,8 @@ async fn the_cli_prints_a_table_or_json() {
 }
 
 /// PostgreSQL: versions 2 and 3 of the schema drop the request-id and route indexes of version 1
-/// (every index costs each insert), and a lookup by id still finds its record, through the time
-/// in the id.
+/// (every index costs each insert), version 4 hands ids out from a per-connection cache, and a
+/// lookup by id still finds its record, through the time in the id.
 #[tokio::test]
 async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
     let store = TestStore::postgres().await;
@@ -285,6 +285,18 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
         }
         gw.stop().await;
         assert_eq!(dropped_indexes().await, 0, "round {round}");
+        let id_cache: i64 = admin
+            .query_one(
+                &format!(
+                    "SELECT seqcache FROM pg_sequence \
+                     WHERE seqrelid = '\"{schema}\".audit_records_id_seq'::regclass"
+                ),
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(id_cache, 1000, "round {round}");
         let want = &ids[1];
         let q = switchyard::audit::AuditQuery {
             request_id: Some(want.clone()),
@@ -299,6 +311,7 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
             .batch_execute(&format!(
                 "CREATE INDEX audit_records_request_id ON \"{schema}\".audit_records (request_id); \
                  CREATE INDEX audit_records_route_time ON \"{schema}\".audit_records (route, time_ms); \
+                 ALTER SEQUENCE \"{schema}\".audit_records_id_seq CACHE 1; \
                  DELETE FROM \"{schema}\".audit_schema_version WHERE version >= 2"
             ))
             .await

@@ -89,6 +89,10 @@ pub(crate) const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     // As SQLite's version 2: the route index cost each insert ~1.4 µs of the server's CPU
     // (psql, 600,000 rows) for queries by route only.
     (3, "DROP INDEX IF EXISTS audit_records_route_time;"),
+    // Ids from a cache of 1,000 per connection instead of one sequence access per row (~0.4 µs
+    // of the server's ~3 per row in psql). Ids stay unique; across gateways writing at once they
+    // interleave by blocks, which only orders records of the same millisecond.
+    (4, "ALTER SEQUENCE audit_records_id_seq CACHE 1000;"),
 ];
 
 /// One record as stored: plain column values.
