@@ -181,6 +181,8 @@ def report(results_path, meta_path, doc):
     tp = {c: (m(f"tp{c}", "direct", "rps"), m(f"tp{c}", "gateway", "rps")) for c in (64, 32)}
     tt = {k: (m("ttfb", "direct", k), m("ttfb", "gateway", k))
           for k in ("first_p50_ms", "first_p99_ms", "total_p50_ms", "total_p99_ms")}
+    # Time to first token: older result files (before ttfb.py reported it) have none.
+    have_token = all("token_p50_ms" in r for r in rows if r["case"] == "ttfb")
     gw_mib = meta["gw_hwm_kb"] / 1024
     mock_mib = meta["mock_hwm_kb"] / 1024
     idle_mib = meta["gw_rss_idle_kb"] / 1024
@@ -231,6 +233,11 @@ def report(results_path, meta_path, doc):
     d, g = tt["first_p99_ms"]
     L.append(f"| streaming: time to first chunk, p99 | {fmt_ms(d)} | {fmt_ms(g)} | "
              f"{added('ttfb', 'first_p99_ms'):+.2f} ms | {ratio('ttfb', 'first_p99_ms'):.2f}× |")
+    if have_token:
+        d, g = m("ttfb", "direct", "token_p50_ms"), m("ttfb", "gateway", "token_p50_ms")
+        L.append(f"| streaming: time to first token (first chunk with text), p50 | {fmt_ms(d)} | "
+                 f"{fmt_ms(g)} | {added('ttfb', 'token_p50_ms'):+.2f} ms | "
+                 f"{ratio('ttfb', 'token_p50_ms'):.2f}× |")
     d, g = tt["total_p50_ms"]
     L.append(f"| streaming: whole 12-chunk stream, p50 | {fmt_ms(d)} | {fmt_ms(g)} | "
              f"{added('ttfb', 'total_p50_ms'):+.2f} ms | {ratio('ttfb', 'total_p50_ms'):.2f}× |")

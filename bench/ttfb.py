@@ -2,8 +2,9 @@
 """Time to first chunk of a streamed chat completion, over one keep-alive connection.
 
 Sends N sequential streamed requests to URL and, for each, measures from just before the request
-is written until the first `data:` line arrives (time to first chunk) and until the stream ends
-(time to last byte). Prints one JSON object with p50/p90/p99 of both, in milliseconds.
+is written until the first `data:` line arrives (time to first chunk), until the first chunk
+with text content arrives (time to first token: an OpenAI stream opens with a role-only chunk)
+and until the stream ends (time to last byte). Prints one JSON object with p50/p90/p99 of both, in milliseconds.
 
 Usage: ttfb.py URL BODY_FILE N [WARMUP] [MAX_SECONDS]
 Stops early after MAX_SECONDS (default 30) of measuring, so a slow path cannot stall a benchmark.
@@ -27,6 +28,15 @@ def pct(sorted_vals, p):
     return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
 
 
+def has_content(line):
+    """Whether an SSE `data:` line is a chunk carrying text (not the role-only first chunk)."""
+    try:
+        chunk = json.loads(line[5:])
+        return bool(chunk["choices"][0]["delta"].get("content"))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return False
+
+
 def main():
     url = urllib.parse.urlsplit(sys.argv[1])
     with open(sys.argv[2], "rb") as f:
@@ -39,7 +49,7 @@ def main():
     conn.connect()
     # The client side does not delay its own small writes.
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    first, total = [], []
+    first, token, total = [], [], []
     errors = 0
     started = None
     for i in range(warmup + n):
@@ -50,24 +60,29 @@ def main():
         t0 = time.perf_counter()
         conn.request("POST", url.path, body=body, headers=headers)
         resp = conn.getresponse()
-        t_first = None
+        t_first = t_token = None
         if resp.status == 200:
-            while True:
+            while t_token is None:
                 line = resp.readline()
                 if not line:
                     break
-                if line.startswith(b"data:"):
+                if not line.startswith(b"data:"):
+                    continue
+                if t_first is None:
                     t_first = time.perf_counter()
-                    break
+                if has_content(line):
+                    t_token = time.perf_counter()
         resp.read()  # drain the rest so the connection can be reused
         t_end = time.perf_counter()
-        if resp.status != 200 or t_first is None:
+        if resp.status != 200 or t_first is None or t_token is None:
             errors += 1
             continue
         if i >= warmup:
             first.append((t_first - t0) * 1000.0)
+            token.append((t_token - t0) * 1000.0)
             total.append((t_end - t0) * 1000.0)
     first.sort()
+    token.sort()
     total.sort()
     print(
         json.dumps(
@@ -78,6 +93,8 @@ def main():
                 "first_p50_ms": pct(first, 50),
                 "first_p90_ms": pct(first, 90),
                 "first_p99_ms": pct(first, 99),
+                "token_p50_ms": pct(token, 50),
+                "token_p99_ms": pct(token, 99),
                 "total_p50_ms": pct(total, 50),
                 "total_p99_ms": pct(total, 99),
             }
