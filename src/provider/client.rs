@@ -519,14 +519,19 @@ mod tests {
         panic!("never happened: {what}");
     }
 
-    #[tokio::test]
-    async fn requests_read_to_the_end_share_one_connection() {
-        let up = upstream(false).await;
+    /// Connections the upstream accepted for three requests in a row, each read to its end.
+    async fn connections_for_three_calls(close: bool) -> usize {
+        let up = upstream(close).await;
         let client = client(up.addr);
         for _ in 0..3 {
             assert_eq!(call(&client, up.addr).await, BODY_LEN);
         }
-        assert_eq!(up.accepted.load(Ordering::SeqCst), 1);
+        up.accepted.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn requests_read_to_the_end_share_one_connection() {
+        assert_eq!(connections_for_three_calls(false).await, 1);
     }
 
     #[tokio::test]
@@ -545,12 +550,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_the_server_closes_is_not_used_again() {
-        let up = upstream(true).await;
-        let client = client(up.addr);
-        for _ in 0..3 {
-            assert_eq!(call(&client, up.addr).await, BODY_LEN);
-        }
-        assert_eq!(up.accepted.load(Ordering::SeqCst), 3);
+        assert_eq!(connections_for_three_calls(true).await, 3);
     }
 
     #[tokio::test]
