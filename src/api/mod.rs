@@ -38,15 +38,18 @@ pub struct AppState {
     pub max_body: usize,
 }
 
-/// Headers every answer carries.
+/// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`
+/// would be checked and lowercased again on every use.
 pub mod headers {
-    pub const REQUEST_ID: &str = "x-switchyard-request-id";
-    pub const TARGET: &str = "x-switchyard-target";
-    pub const ATTEMPTS: &str = "x-switchyard-attempts";
-    pub const HEDGED: &str = "x-switchyard-hedged";
-    pub const TURNS_DROPPED: &str = "x-switchyard-turns-dropped";
-    pub const FAILOVER: &str = "x-switchyard-failover";
-    pub const TIMEOUT: &str = "x-switchyard-timeout";
+    use http::HeaderName;
+
+    pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-switchyard-request-id");
+    pub const TARGET: HeaderName = HeaderName::from_static("x-switchyard-target");
+    pub const ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
+    pub const HEDGED: HeaderName = HeaderName::from_static("x-switchyard-hedged");
+    pub const TURNS_DROPPED: HeaderName = HeaderName::from_static("x-switchyard-turns-dropped");
+    pub const FAILOVER: HeaderName = HeaderName::from_static("x-switchyard-failover");
+    pub const TIMEOUT: HeaderName = HeaderName::from_static("x-switchyard-timeout");
 }
 
 /// The gateway's HTTP router.

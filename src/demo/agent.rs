@@ -199,7 +199,7 @@ pub async fn send(client: &reqwest::Client, base: &str, turn: &Turn) -> (Outcome
     let result = match sent {
         Err(e) => Err(format!("transport: {e}")),
         Ok(resp) => {
-            let h = |name: &str| {
+            let h = |name: http::HeaderName| {
                 resp.headers()
                     .get(name)
                     .and_then(|v| v.to_str().ok())
