@@ -121,10 +121,11 @@ pub async fn dispatch(route: &Arc<Route>, req: &Request) -> Outcome {
     let mut in_flight: FuturesUnordered<BoxFuture<'_, Done>> = FuturesUnordered::new();
     loop {
         // Start what is due now without a timer: a timer rounds up to the next millisecond.
-        if !race.can_launch() {
+        let can_launch = race.can_launch();
+        if !can_launch {
             race.next_at = None;
         }
-        if race.can_launch() && race.next_at.is_some_and(|t| t <= Instant::now()) {
+        if can_launch && race.next_at.is_some_and(|t| t <= Instant::now()) {
             match race.launch_next(&mut in_flight) {
                 Launch::Started | Launch::Later => continue,
                 Launch::Stop if race.running.is_empty() => break,

@@ -75,8 +75,9 @@ pub(super) fn launch<'a>(
             )
             .await
             .map(|committed| {
-                let ttft = start.elapsed();
-                target.health.first_token(Instant::now(), ttft);
+                let now = Instant::now();
+                let ttft = now - start;
+                target.health.first_token(now, ttft);
                 let (tx, report) = tokio::sync::oneshot::channel();
                 let continuation =
                     (policy.mid_stream == MidStream::Continue).then(|| Continuation {
@@ -106,9 +107,8 @@ pub(super) fn launch<'a>(
             let result = call_full(target, body, attempt_deadline, false).await;
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `stream::relay`).
-                target
-                    .health
-                    .attempt(Instant::now(), Verdict::Ok, start.elapsed());
+                let now = Instant::now();
+                target.health.attempt(now, Verdict::Ok, now - start);
             }
             result.map(|(body, usage)| Answer::Full { body, usage })
         };
