@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, Response};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use super::failover::{error_code, parse_retry_after, AttemptError};
@@ -87,10 +87,11 @@ pub async fn call_full(
     probe: bool,
 ) -> Result<(Bytes, Option<Usage>), AttemptError> {
     #[derive(Deserialize)]
-    struct Completion<'a> {
-        #[serde(borrow)]
+    struct Completion {
+        /// Only its presence is checked (skipped, not captured: a borrowed `RawValue` would
+        /// also check the UTF-8 of its every byte).
         #[allow(dead_code, reason = "only its presence is checked")]
-        choices: &'a RawValue,
+        choices: IgnoredAny,
         #[serde(default)]
         usage: Option<Usage>,
     }
@@ -100,7 +101,7 @@ pub async fn call_full(
         if target.dialect != Dialect::OpenAi {
             return wire::response_to_openai(target.dialect, &bytes);
         }
-        let usage = serde_json::from_slice::<Completion<'_>>(&bytes)
+        let usage = serde_json::from_slice::<Completion>(&bytes)
             .map_err(|_| AttemptError::Malformed)?
             .usage;
         Ok((bytes, usage))
