@@ -149,7 +149,7 @@ async fn provider_keys_never_reach_the_client() {
 #[tokio::test]
 async fn with_client_keys_set_a_request_without_one_gets_401_and_reaches_no_provider() {
     let m = mocks(1).await;
-    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let toml = with_client_key(&config(&m, ""));
     let gw = Gateway::start(&toml).await;
     let resp = gw.chat(chat_body(false)).await;
     assert_eq!(resp.status(), 401);

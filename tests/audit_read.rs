@@ -121,7 +121,7 @@ async fn with_the_audit_log_off_nothing_is_kept_and_status_says_so() {
 async fn records_name_the_client_key_by_id_and_keep_bodies_only_when_asked_secrets_masked() {
     let store = TestStore::sqlite();
     let m = mocks(1).await;
-    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let toml = with_client_key(&config(&m, ""));
     let gw = Gateway::start(&with_audit(&toml, &store.url(), "bodies = true")).await;
     let resp = gw
         .chat_with(
@@ -328,7 +328,7 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
 async fn refused_requests_are_recorded_with_their_status_and_no_path() {
     let store = TestStore::sqlite();
     let m = mocks(1).await;
-    let toml = config(&m, "").replace("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]");
+    let toml = with_client_key(&config(&m, ""));
     let gw = Gateway::start(&with_audit(&toml, &store.url(), "")).await;
     let key = [("authorization", "Bearer sk-test-secret")];
 

@@ -151,26 +151,15 @@ mod tests {
     #[test]
     fn host_headers_keep_only_a_non_default_port() {
         let host = |url: &str| host_header(url).map(|v| v.to_str().unwrap_or("").to_owned());
-        assert_eq!(
-            host("https://api.openai.com/v1").as_deref(),
-            Some("api.openai.com")
-        );
-        assert_eq!(
-            host("https://x.example:443/v1").as_deref(),
-            Some("x.example")
-        );
-        assert_eq!(
-            host("http://127.0.0.1:8080/v1").as_deref(),
-            Some("127.0.0.1:8080")
-        );
-        assert_eq!(
-            host("http://llm.internal:80").as_deref(),
-            Some("llm.internal")
-        );
-        assert_eq!(
-            host("https://llm.internal:80").as_deref(),
-            Some("llm.internal:80")
-        );
+        for (url, want) in [
+            ("https://api.openai.com/v1", "api.openai.com"),
+            ("https://x.example:443/v1", "x.example"),
+            ("http://127.0.0.1:8080/v1", "127.0.0.1:8080"),
+            ("http://llm.internal:80", "llm.internal"),
+            ("https://llm.internal:80", "llm.internal:80"),
+        ] {
+            assert_eq!(host(url).as_deref(), Some(want), "{url}");
+        }
         assert_eq!(host("not a url"), None);
     }
 }

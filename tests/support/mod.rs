@@ -129,6 +129,12 @@ pub fn with_audit(toml: &str, store: &str, extra: &str) -> String {
     )
 }
 
+/// `toml` (from [`config`]) with `[auth]` requiring the client key `sk-test-secret` (the
+/// gateway's `TEST_KEY`).
+pub fn with_client_key(toml: &str) -> String {
+    toml.replacen("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]", 1)
+}
+
 /// A minimal chat body for route `chat`.
 pub fn chat_body(stream: bool) -> serde_json::Value {
     serde_json::json!({
