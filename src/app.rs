@@ -14,6 +14,7 @@ use crate::api::auth::Auth;
 use crate::api::{router, AppState};
 use crate::audit::redact::Redactor;
 use crate::audit::Audit;
+use crate::cluster::Cluster;
 use crate::config::{Config, ConfigErrors};
 use crate::metrics::Registry;
 use crate::provider::ProviderError;
@@ -39,12 +40,18 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let shared = Shared::new(Registry::new());
     let routing = Routing::build(Arc::new(config), &shared)?;
     let auth = config_auth.map(|a| Arc::new(Auth::new(&a.keys)));
+    let cluster = routing
+        .config
+        .cluster
+        .as_ref()
+        .map(|c| Arc::new(Cluster::new(c)));
     Ok(AppState {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
         auth,
         max_body,
+        cluster,
     })
 }
 
@@ -70,6 +77,10 @@ pub async fn serve(
         audit_writer = Some(writer);
     }
     let prober = tokio::spawn(probe::run(state.routing.clone()));
+    let cluster = state
+        .cluster
+        .clone()
+        .map(|c| tokio::spawn(crate::cluster::run(c, state.shared.clone())));
     let app = router(state);
     // Small writes (SSE chunks, headers then body) must leave at once: no Nagle.
     let listener = listener.tap_io(|tcp| {
@@ -79,6 +90,9 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await;
     prober.abort();
+    if let Some(sync) = cluster {
+        sync.abort();
+    }
     if let Some(writer) = audit_writer {
         writer.shutdown().await;
     }
@@ -92,6 +106,11 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<(), AppError> 
     let config = Config::load(path)?;
     if config.audit != state.routing.load().config.audit {
         tracing::warn!("[audit] changed: the audit log keeps its current settings until a restart");
+    }
+    if config.cluster != state.routing.load().config.cluster {
+        tracing::warn!(
+            "[cluster] changed: the cluster link keeps its current settings until a restart"
+        );
     }
     let routing = Routing::build(Arc::new(config), &state.shared)?;
     state.routing.store(Arc::new(routing));

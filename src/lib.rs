@@ -23,6 +23,8 @@
 //! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written
 //!   in batches to SQLite or PostgreSQL; read by `/admin/audit` and `switchyard audit`.
+//! - [`cluster`]: with `[cluster] redis`, replicas share breaker states and windows through
+//!   Redis, off the request path (a sync task, once a second).
 //!
 //! # The request path
 //! 1. `api::openai::chat_completions` (or `api::anthropic::messages`, which translates the body
@@ -57,6 +59,7 @@ pub mod app;
 pub mod audit;
 pub mod canonical;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod metrics;

@@ -92,7 +92,9 @@ pub async fn status(State(state): State<AppState>) -> Response {
         })
         .collect();
     let audit = state.audit.status();
-    Json(json!({"targets": targets, "routes": routes, "audit": audit})).into_response()
+    let cluster = state.cluster.as_ref().map(|c| c.status_json(now));
+    Json(json!({"targets": targets, "routes": routes, "audit": audit, "cluster": cluster}))
+        .into_response()
 }
 
 #[derive(Deserialize)]

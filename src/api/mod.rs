@@ -36,6 +36,8 @@ pub struct AppState {
     pub auth: Option<Arc<Auth>>,
     /// Largest accepted request body.
     pub max_body: usize,
+    /// The link to the other replicas, with `[cluster]`.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`

@@ -68,12 +68,15 @@ impl fmt::Debug for AuthConfig {
 pub struct ClusterConfig {
     /// `redis://` or `rediss://` URL; its password is never printed.
     pub redis: String,
+    /// Prefix of every key this fleet writes (several fleets may share one Redis).
+    pub key_prefix: String,
 }
 
 impl fmt::Debug for ClusterConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClusterConfig")
             .field("redis", &redact_url(&self.redis))
+            .field("key_prefix", &self.key_prefix)
             .finish()
     }
 }
@@ -114,6 +117,7 @@ mod tests {
         assert!(!format!("{store:?}").contains("s3cret"));
         let cluster = ClusterConfig {
             redis: "rediss://u:s3cret@h".into(),
+            key_prefix: "switchyard".into(),
         };
         assert!(!format!("{cluster:?}").contains("s3cret"));
     }

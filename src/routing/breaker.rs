@@ -76,6 +76,8 @@ pub enum TripReason {
     ProbeFailed,
     Recovered,
     Manual,
+    /// Another replica's breaker changed (`[cluster]`).
+    Cluster,
 }
 
 impl TripReason {
@@ -90,6 +92,7 @@ impl TripReason {
             TripReason::ProbeFailed => "probe_failed",
             TripReason::Recovered => "recovered",
             TripReason::Manual => "manual",
+            TripReason::Cluster => "cluster",
         }
     }
 }
@@ -111,6 +114,43 @@ pub enum Manual {
     Close,
     /// Close and forget the history (window, flip-flop hold, open count).
     Reset,
+}
+
+/// What the other replicas of a cluster saw of this target since its breaker last changed
+/// state: (requests, failures) over the window and over the last few seconds. Replaced at every
+/// sync, so it is never counted twice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remote {
+    pub window: (u32, u32),
+    pub recent: (u32, u32),
+}
+
+/// A breaker state decided by another replica, to be taken over here (`[cluster]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adopt {
+    /// Open for `remaining` (`None`: held by an operator), with the tripping replica's hold and
+    /// count of opens, so a flip-flop doubles the hold everywhere alike.
+    Open {
+        remaining: Option<Duration>,
+        hold: Duration,
+        opens: u32,
+    },
+    /// Closed; `ramp`: traffic returns gradually (recovered), else at once (an operator).
+    Close { ramp: bool },
+    /// An operator's reset: closed, history forgotten.
+    Reset,
+}
+
+fn add((a, b): (u32, u32), (c, d): (u32, u32)) -> (u32, u32) {
+    (a.saturating_add(c), b.saturating_add(d))
+}
+
+fn share((n, f): (u32, u32)) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        f64::from(f) / f64::from(n)
+    }
 }
 
 /// How rarely the target's own failure rate may produce a run before the run counts as an
@@ -242,6 +282,7 @@ pub struct Breaker {
     hold: Duration,
     closed_at: Option<Instant>,
     ramp_counts: (u32, u32),
+    remote: Remote,
 }
 
 impl Breaker {
@@ -257,6 +298,7 @@ impl Breaker {
             opens: 0,
             closed_at: None,
             ramp_counts: (0, 0),
+            remote: Remote::default(),
         }
     }
 
@@ -390,33 +432,127 @@ impl Breaker {
         }
         self.consecutive += 1;
         let p = &self.policy;
-        let share = |(n, f): (u32, u32)| {
-            if n == 0 {
-                0.0
+        let window = self.counts(now);
+        let reason = self.share_reason(now).or_else(|| {
+            if p.consecutive_failures > 0
+                && self.consecutive >= p.consecutive_failures
+                && run_is_out_of_character(window, self.consecutive)
+            {
+                Some(TripReason::ConsecutiveFailures)
+            } else if ramping
+                && self.ramp_counts.0 >= RAMP_MIN_REQUESTS
+                && share(self.ramp_counts) > p.ramp_failure_rate
+            {
+                Some(TripReason::RampFailureRate)
             } else {
-                f64::from(f) / f64::from(n)
+                None
             }
-        };
-        let window = self.window.counts(now, p.window);
-        let recent = self.window.counts(now, RECENT);
-        let reason = if window.0 >= p.min_requests && share(window) >= p.failure_rate {
+        });
+        reason.map(|r| self.trip(now, r))
+    }
+
+    /// (requests, failures) over the window: this replica's and the others'.
+    fn counts(&self, now: Instant) -> (u32, u32) {
+        add(
+            self.window.counts(now, self.policy.window),
+            self.remote.window,
+        )
+    }
+
+    /// Does the failure share (over the window, or the last few seconds at volume) trip it?
+    fn share_reason(&self, now: Instant) -> Option<TripReason> {
+        let p = &self.policy;
+        let window = self.counts(now);
+        let recent = add(self.window.counts(now, RECENT), self.remote.recent);
+        if window.0 >= p.min_requests && share(window) >= p.failure_rate {
             Some(TripReason::FailureRate)
         } else if recent.0 >= RECENT_VOLUME * p.min_requests && share(recent) >= p.failure_rate {
             Some(TripReason::RecentFailureRate)
-        } else if p.consecutive_failures > 0
-            && self.consecutive >= p.consecutive_failures
-            && run_is_out_of_character(window, self.consecutive)
-        {
-            Some(TripReason::ConsecutiveFailures)
-        } else if ramping
-            && self.ramp_counts.0 >= RAMP_MIN_REQUESTS
-            && share(self.ramp_counts) > p.ramp_failure_rate
-        {
-            Some(TripReason::RampFailureRate)
         } else {
             None
+        }
+    }
+
+    /// This replica's own (requests, failures) over the window and over the last few seconds,
+    /// for the other replicas of a cluster.
+    pub fn local_counts(&self, now: Instant) -> Remote {
+        Remote {
+            window: self.window.counts(now, self.policy.window),
+            recent: self.window.counts(now, RECENT),
+        }
+    }
+
+    /// Take what the other replicas saw; a closed breaker trips when the cluster's failure
+    /// share says so, even if this replica saw too little to decide alone.
+    pub fn set_remote(&mut self, now: Instant, remote: Remote) -> Option<Transition> {
+        let ticked = self.tick(now);
+        self.remote = remote;
+        let t = match self.phase {
+            Phase::Closed if remote.window.1 > 0 || remote.recent.1 > 0 => {
+                self.share_reason(now).map(|r| self.trip(now, r))
+            }
+            _ => None,
         };
-        reason.map(|r| self.trip(now, r))
+        t.or(ticked)
+    }
+
+    /// Take over a state another replica decided.
+    pub fn adopt(&mut self, now: Instant, state: Adopt) -> Option<Transition> {
+        let from = self.state(now);
+        match state {
+            Adopt::Open {
+                remaining,
+                hold,
+                opens,
+            } => {
+                self.hold = hold.clamp(self.policy.open_for, self.policy.open_for_max);
+                self.opens = self.opens.max(opens);
+                self.phase = Phase::Open {
+                    until: remaining.map(|d| now + d),
+                };
+                self.since = now;
+                self.remote = Remote::default();
+            }
+            Adopt::Close { ramp } => {
+                if from != State::Closed {
+                    self.close(now, TripReason::Cluster, ramp);
+                }
+            }
+            Adopt::Reset => {
+                self.hold = self.policy.open_for;
+                self.opens = 0;
+                self.closed_at = None;
+                self.close(now, TripReason::Cluster, false);
+            }
+        }
+        let to = self.state(now);
+        (from != to).then_some(Transition {
+            from,
+            to,
+            reason: TripReason::Cluster,
+        })
+    }
+
+    /// This breaker's state as the other replicas of a cluster should take it over.
+    pub fn to_adopt(&self, now: Instant) -> Adopt {
+        match self.phase {
+            Phase::Open { until } => Adopt::Open {
+                remaining: until.map(|t| t.saturating_duration_since(now)),
+                hold: self.hold,
+                opens: self.opens,
+            },
+            // Testing: held, with no wait left (not published in practice: each replica
+            // tests a target itself once the hold it took over has passed).
+            Phase::HalfOpen { .. } => Adopt::Open {
+                remaining: Some(Duration::ZERO),
+                hold: self.hold,
+                opens: self.opens,
+            },
+            Phase::Closed if self.opens == 0 && self.closed_at.is_none() => Adopt::Reset,
+            Phase::Closed => Adopt::Close {
+                ramp: self.ramp_share(now).is_some(),
+            },
+        }
     }
 
     fn record_half_open(
@@ -478,6 +614,7 @@ impl Breaker {
         self.window.clear();
         self.consecutive = 0;
         self.ramp_counts = (0, 0);
+        self.remote = Remote::default();
         self.closed_at = ramp.then_some(now);
         Transition {
             from,
@@ -512,7 +649,7 @@ impl Breaker {
 
     /// What `/admin/status` shows.
     pub fn snapshot(&self, now: Instant) -> Snapshot {
-        let (n, f) = self.window.counts(now, self.policy.window);
+        let (n, f) = self.counts(now);
         let state = self.state(now);
         let traffic_share = match state {
             State::Closed => self.ramp_share(now).unwrap_or(1.0),

@@ -309,3 +309,129 @@ fn client_traffic_trial_with_probes_off() {
     let next = now + Duration::from_millis(500);
     assert!(b.admit(next, 0.5).0);
 }
+
+// --- cluster: other replicas' counts and states ---------------------------------------------
+
+fn remote(window: (u32, u32), recent: (u32, u32)) -> Remote {
+    Remote { window, recent }
+}
+
+#[test]
+fn the_clusters_failure_share_trips_a_replica_that_saw_too_little_alone() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    // Here: 8 requests, 4 failed (below min_requests = 20, not 5 in a row).
+    for i in 0..8 {
+        assert_eq!(
+            b.record(t0 + Duration::from_millis(i * 100), i % 2 == 0),
+            None
+        );
+    }
+    let now = t0 + Duration::from_secs(1);
+    // The others saw 12 with 4 failed: 8 of 20 cluster-wide is 40%.
+    let t = b.set_remote(now, remote((12, 4), (0, 0))).unwrap();
+    assert_eq!(t.reason, TripReason::FailureRate);
+    assert_eq!(b.state(now), State::Open);
+}
+
+#[test]
+fn remote_counts_below_the_share_or_without_failures_do_not_trip() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    for i in 0..8 {
+        b.record(t0 + Duration::from_millis(i * 100), i % 2 == 0);
+    }
+    let now = t0 + Duration::from_secs(1);
+    // 4 + 3 failed of 8 + 12 = 35%: under 40%.
+    assert_eq!(b.set_remote(now, remote((12, 3), (0, 0))), None);
+    assert_eq!(b.state(now), State::Closed);
+    assert_eq!(b.snapshot(now).requests_in_window, 20);
+    // Replaced, not added, at the next sync: the same counts again change nothing.
+    assert_eq!(b.set_remote(now, remote((12, 3), (0, 0))), None);
+    assert_eq!(b.snapshot(now).requests_in_window, 20);
+    // The recent-share rule counts the others' last seconds too (4 x min_requests = 80).
+    let t = b.set_remote(now, remote((100, 40), (100, 40))).unwrap();
+    assert_eq!(t.reason, TripReason::FailureRate);
+}
+
+#[test]
+fn a_state_decided_elsewhere_is_taken_over() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let open = Adopt::Open {
+        remaining: Some(Duration::from_secs(20)),
+        hold: Duration::from_secs(60),
+        opens: 3,
+    };
+    let t = b.adopt(t0, open).unwrap();
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (State::Closed, State::Open, TripReason::Cluster)
+    );
+    assert!(!b.admit(t0, 0.0).0);
+    // The other replica's hold is what is left, not a fresh open_for.
+    assert_eq!(b.recovery_eta(t0), Duration::from_secs(20));
+    assert_eq!(b.snapshot(t0).opens, 3);
+    assert_eq!(b.snapshot(t0).hold, Duration::from_secs(60));
+    assert_eq!(b.state(t0 + Duration::from_secs(20)), State::HalfOpen);
+    // Taking over the same state again is no transition.
+    assert_eq!(b.adopt(t0, open), None);
+
+    // Recovered elsewhere: closed here too, with the ramp.
+    let now = t0 + Duration::from_secs(25);
+    let t = b.adopt(now, Adopt::Close { ramp: true }).unwrap();
+    assert_eq!((t.to, t.reason), (State::Closed, TripReason::Cluster));
+    assert!(b.snapshot(now).traffic_share < 0.2);
+    // A trip soon after is a flip-flop here as well: the hold doubles from the adopted one.
+    let later = now + Duration::from_secs(1);
+    let t = b.set_remote(later, remote((40, 40), (0, 0))).unwrap();
+    assert_eq!(t.to, State::Open);
+    assert_eq!(b.snapshot(later).hold, Duration::from_secs(120));
+
+    // An operator's reset elsewhere forgets the history here.
+    b.adopt(later, Adopt::Reset);
+    let s = b.snapshot(later);
+    assert_eq!(
+        (s.state, s.opens, s.hold),
+        (State::Closed, 0, Duration::from_secs(30))
+    );
+    assert_eq!(s.traffic_share, 1.0);
+}
+
+#[test]
+fn a_closing_breaker_forgets_the_others_counts() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    b.set_remote(t0, remote((40, 30), (0, 0)));
+    assert_eq!(b.state(t0), State::Open);
+    b.manual(t0, Manual::Close);
+    // The failures the others saw before the close do not count after it.
+    assert_eq!(b.snapshot(t0).requests_in_window, 0);
+    assert_eq!(b.record(t0, true), None);
+}
+
+#[test]
+fn published_states_describe_the_breaker() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    assert_eq!(b.to_adopt(t0), Adopt::Reset);
+    b.set_remote(t0, remote((40, 30), (0, 0)));
+    assert_eq!(
+        b.to_adopt(t0 + Duration::from_secs(10)),
+        Adopt::Open {
+            remaining: Some(Duration::from_secs(20)),
+            hold: Duration::from_secs(30),
+            opens: 1
+        }
+    );
+    b.manual(t0, Manual::Open);
+    assert!(matches!(
+        b.to_adopt(t0),
+        Adopt::Open {
+            remaining: None,
+            ..
+        }
+    ));
+    b.manual(t0, Manual::Close);
+    assert_eq!(b.to_adopt(t0), Adopt::Close { ramp: false });
+}

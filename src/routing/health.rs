@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::breaker::{Breaker, Manual, Snapshot, State, Transition};
+use super::breaker::{Adopt, Breaker, Manual, Remote, Snapshot, State, Transition, TripReason};
 use super::events::Events;
 use crate::config::BreakerPolicy;
 use crate::metrics::{names, AtomicHistogram, Registry};
@@ -31,6 +32,17 @@ struct Inner {
     /// Hedge delays (non-stream, stream) computed at `.0`, reused for a second: a percentile
     /// merges the window's histograms, too much work for every request.
     hedge_cache: Option<(Instant, f64, [Option<Duration>; 2])>,
+    /// A state this replica decided (at this wall time, ms) and the cluster has not been told
+    /// of yet.
+    unpublished: Option<(u64, Adopt)>,
+}
+
+/// Milliseconds since the Unix epoch: when a breaker state was decided, for the cluster.
+pub fn wall_ms() -> u64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// How long a computed hedge delay is reused.
@@ -46,6 +58,18 @@ pub struct Health {
     upstream_failed: Arc<AtomicHistogram>,
     ttft: Arc<AtomicHistogram>,
     events: Arc<Events>,
+    /// Wakes the cluster sync when there is a state to publish.
+    publish: Arc<Notify>,
+}
+
+/// What the cluster sync takes from a target at each round.
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterReport {
+    /// A state to publish, with the wall time (ms) it was decided at (this replica's breaker
+    /// changed since the last round).
+    pub state: Option<(u64, Adopt)>,
+    /// This replica's own counts.
+    pub counts: Remote,
 }
 
 impl std::fmt::Debug for Health {
@@ -63,6 +87,7 @@ impl Health {
         policy: BreakerPolicy,
         registry: Arc<Registry>,
         events: Arc<Events>,
+        publish: Arc<Notify>,
     ) -> Health {
         let now = Instant::now();
         let target = [("target", id)];
@@ -72,6 +97,7 @@ impl Health {
                 sli: Sli::new(policy.window, now),
                 breaker: Breaker::new(policy, now),
                 hedge_cache: None,
+                unpublished: None,
             }),
             state_gauge: registry.gauge(names::BREAKER_STATE, &target),
             upstream_ok: registry.histogram(
@@ -85,6 +111,7 @@ impl Health {
             ttft: registry.histogram(names::TTFT, &target),
             registry,
             events,
+            publish,
         }
     }
 
@@ -97,6 +124,7 @@ impl Health {
         self.lock().breaker.set_policy(policy);
     }
 
+    /// Count and log a transition (after the lock is released).
     fn transition(&self, t: Option<Transition>) {
         let Some(t) = t else { return };
         self.state_gauge
@@ -111,6 +139,16 @@ impl Health {
             target = %self.id, from = t.from.as_str(), to = t.to.as_str(), reason = t.reason.as_str(),
             "breaker transition"
         );
+    }
+
+    /// After a transition this replica decided (a trip, a failed test, a recovery), keep its
+    /// state for the cluster: an elapsed hold is not published (every replica sees the time
+    /// pass), nor is a state taken over from another replica.
+    fn mark_unpublished(&self, inner: &mut Inner, now: Instant, t: Option<Transition>) {
+        if t.is_some_and(|t| !matches!(t.reason, TripReason::HoldElapsed | TripReason::Cluster)) {
+            inner.unpublished = Some((wall_ms(), inner.breaker.to_adopt(now)));
+            self.publish.notify_one();
+        }
     }
 
     /// May a user request go here now?
@@ -147,7 +185,7 @@ impl Health {
     fn record(&self, now: Instant, verdict: Verdict, elapsed: Duration, latency: bool) {
         let t = {
             let mut inner = self.lock();
-            match verdict {
+            let t = match verdict {
                 Verdict::Neutral => None,
                 Verdict::Ok => {
                     inner.sli.attempt(now, true, latency.then_some(elapsed));
@@ -157,7 +195,9 @@ impl Health {
                     inner.sli.attempt(now, false, None);
                     inner.breaker.record(now, true)
                 }
-            }
+            };
+            self.mark_unpublished(&mut inner, now, t);
+            t
         };
         match verdict {
             Verdict::Ok => self.upstream_ok.observe(elapsed),
@@ -223,9 +263,40 @@ impl Health {
         let mut inner = self.lock();
         let t = inner.breaker.manual(now, action);
         let state = inner.breaker.state(now);
+        // Published even when nothing changed here (a reset of a closed breaker): the operator
+        // acts on the target, not on this replica.
+        let published = match action {
+            Manual::Reset => Adopt::Reset,
+            _ => inner.breaker.to_adopt(now),
+        };
+        inner.unpublished = Some((wall_ms(), published));
+        self.publish.notify_one();
         drop(inner);
         self.transition(t);
         state
+    }
+
+    /// This replica's counts, and its new state if it has one to publish (taken: it is
+    /// published once).
+    pub fn cluster_report(&self, now: Instant) -> ClusterReport {
+        let mut inner = self.lock();
+        ClusterReport {
+            state: inner.unpublished.take(),
+            counts: inner.breaker.local_counts(now),
+        }
+    }
+
+    /// Take a state decided by another replica, if any, then the other replicas' counts.
+    pub fn cluster_apply(&self, now: Instant, state: Option<Adopt>, remote: Remote) {
+        let (adopted, tripped) = {
+            let mut inner = self.lock();
+            let adopted = state.and_then(|s| inner.breaker.adopt(now, s));
+            let tripped = inner.breaker.set_remote(now, remote);
+            self.mark_unpublished(&mut inner, now, tripped);
+            (adopted, tripped)
+        };
+        self.transition(adopted);
+        self.transition(tripped);
     }
 
     /// Breaker and SLIs for `/admin/status`.

@@ -46,6 +46,8 @@ pub struct Shared {
     pub events: Arc<Events>,
     health: Mutex<HashMap<String, Arc<Health>>>,
     budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
+    /// Woken when a breaker has a state for the cluster (`[cluster]`).
+    pub publish: Arc<tokio::sync::Notify>,
 }
 
 impl Shared {
@@ -56,7 +58,14 @@ impl Shared {
             events: Arc::default(),
             health: Mutex::default(),
             budgets: Mutex::default(),
+            publish: Arc::default(),
         })
+    }
+
+    /// Every target's health, by target id (for the cluster sync).
+    pub fn healths(&self) -> Vec<(String, Arc<Health>)> {
+        let map = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 
@@ -238,6 +247,7 @@ impl Routing {
                         route.breaker.clone(),
                         shared.metrics.clone(),
                         shared.events.clone(),
+                        shared.publish.clone(),
                     )
                 });
                 health.set_policy(route.breaker.clone());

@@ -162,6 +162,7 @@ pub(super) struct RawAuth {
 #[serde(deny_unknown_fields, expecting = "a [cluster] table")]
 pub(super) struct RawCluster {
     pub redis: Option<String>,
+    pub key_prefix: Option<String>,
 }
 
 /// A duration as written (`"60s"`), parsed by `validate` after `${VAR}` interpolation. Its own

@@ -211,10 +211,9 @@ redis = "redis://127.0.0.1:6379"
     );
     let auth = config.auth.as_ref().unwrap();
     assert_eq!(auth.keys, [CLIENT_KEY, "static-key"]);
-    assert_eq!(
-        config.cluster.as_ref().unwrap().redis,
-        "redis://127.0.0.1:6379"
-    );
+    let cluster = config.cluster.as_ref().unwrap();
+    assert_eq!(cluster.redis, "redis://127.0.0.1:6379");
+    assert_eq!(cluster.key_prefix, "switchyard");
 }
 
 #[test]

@@ -153,4 +153,9 @@ redis = "http://:hunter2@cache:6379""#,
         "cluster.redis",
         "required",
     );
+    let errs = errors(&with_route(
+        "[cluster]\nredis = \"redis://cache:port\"\nkey_prefix = \"eu fleet\"",
+    ));
+    error_at(&errs, "cluster.redis", "not a valid redis URL");
+    error_at(&errs, "cluster.key_prefix", "without spaces");
 }

@@ -24,6 +24,8 @@ use super::{
 /// Built-in `[server]` values.
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_MAX_BODY: &str = "8MiB";
+/// Built-in `[cluster] key_prefix`.
+const DEFAULT_KEY_PREFIX: &str = "switchyard";
 
 /// Hint shared by every duration error.
 pub(super) const DURATION_HINT: &str =
@@ -232,7 +234,12 @@ fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
             String::new()
         }
         Some(raw) => match ctx.text("cluster.redis", raw) {
-            Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => url,
+            Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                if redis::IntoConnectionInfo::into_connection_info(url.as_str()).is_err() {
+                    ctx.error("cluster.redis", "not a valid redis URL", HINT);
+                }
+                url
+            }
             Some(_) => {
                 ctx.error("cluster.redis", "not a redis:// or rediss:// URL", HINT);
                 String::new()
@@ -240,5 +247,20 @@ fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
             None => String::new(),
         },
     };
-    ClusterConfig { redis }
+    let key_prefix = match &raw.key_prefix {
+        None => DEFAULT_KEY_PREFIX.to_owned(),
+        Some(raw) => match ctx.text("cluster.key_prefix", raw) {
+            Some(p) if !p.is_empty() && p.len() <= 64 && !p.contains(char::is_whitespace) => p,
+            Some(_) => {
+                ctx.error(
+                    "cluster.key_prefix",
+                    "must be 1 to 64 characters without spaces",
+                    "write key_prefix = \"switchyard-eu\", one per fleet sharing a Redis",
+                );
+                String::new()
+            }
+            None => String::new(),
+        },
+    };
+    ClusterConfig { redis, key_prefix }
 }

@@ -1,0 +1,346 @@
+//! Replicas sharing breaker states and windows through the real Redis on 127.0.0.1:6379
+//! (`[cluster]`). Real time: the sync runs once a second over a real connection, so these wait
+//! for a state to appear (bounded polls), never for a fixed time. Each test writes under a key
+//! prefix of its own and deletes it at the end.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::{json, Value};
+use support::audit::{eventually, TcpProxy};
+use support::*;
+use switchyard::mock::{FaultPlan, MockServer};
+
+const REDIS: &str = "127.0.0.1:6379";
+
+fn down() -> FaultPlan {
+    FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    }
+}
+
+/// User requests a mock saw (probes carry `x-switchyard-probe`).
+fn user_requests(m: &MockServer) -> usize {
+    m.requests()
+        .iter()
+        .filter(|r| r.header("x-switchyard-probe").is_none())
+        .count()
+}
+
+/// A key prefix no other test (or run) uses.
+fn prefix() -> String {
+    format!("switchyard-test-{:016x}", fastrand::u64(..))
+}
+
+/// `toml` joined to a cluster through Redis at `addr`.
+fn clustered(toml: &str, addr: &str, prefix: &str) -> String {
+    format!("{toml}\n[cluster]\nredis = \"redis://{addr}\"\nkey_prefix = \"{prefix}\"\n")
+}
+
+async fn status(gw: &Gateway) -> Value {
+    client()
+        .get(gw.url("/admin/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn breaker(gw: &Gateway, target: &str) -> String {
+    let s = status(gw).await;
+    let t = s["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap();
+    t["breaker"]["state"].as_str().unwrap().to_owned()
+}
+
+/// Wait (up to 10 s) until `target`'s breaker on `gw` is in `state`.
+async fn until_breaker(gw: &Gateway, target: &str, state: &str) -> bool {
+    eventually(10, || async {
+        (breaker(gw, target).await == state).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+async fn manual(gw: &Gateway, action: &str) {
+    let resp = client()
+        .post(gw.url("/admin/targets/p0/model-0/breaker"))
+        .json(&json!({ "action": action }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+/// Delete every key under `prefix`.
+async fn cleanup(prefix: &str) {
+    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    if !keys.is_empty() {
+        let _: () = redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let toml = clustered(&config(&m, ""), REDIS, &p);
+    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    assert!(eventually(10, || async {
+        (status(&b).await["cluster"]["replicas"] == 2).then_some(())
+    })
+    .await
+    .is_some());
+
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
+    }
+    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    // B saw nothing itself, and takes the open state over.
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    let seen = user_requests(&m[0]);
+    for _ in 0..5 {
+        let resp = b.chat(chat_body(false)).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+        assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
+    }
+    assert_eq!(
+        user_requests(&m[0]),
+        seen,
+        "B sent nothing to the open target"
+    );
+    let s = status(&b).await;
+    assert_eq!(s["cluster"]["connected"], true);
+    assert!(s["cluster"]["error"].is_null());
+    let metrics = client()
+        .get(b.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .contains(r#"switchyard_breaker_transitions_total{target="p0/model-0",to="open"} 1"#),
+        "{metrics}"
+    );
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}
+
+#[tokio::test]
+async fn the_clusters_windows_trip_a_breaker_no_replica_could_trip_alone() {
+    let m = mocks(2).await;
+    let p = prefix();
+    // No run rule: only the failure share over min_requests = 20 can trip.
+    let toml = clustered(
+        &format!(
+            "{}\n[routes.breaker]\nconsecutive_failures = 0\n",
+            config(&m, "")
+        ),
+        REDIS,
+        &p,
+    );
+    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    m[0].set_plan(down());
+    // 12 failures each: under min_requests alone, 24 together.
+    for _ in 0..12 {
+        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
+        assert_eq!(b.chat(chat_body(false)).await.status(), 200);
+    }
+    assert!(until_breaker(&a, "p0/model-0", "open").await);
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}
+
+#[tokio::test]
+async fn the_same_replicas_alone_do_not_trip_on_those_counts() {
+    // The control for the test above: without [cluster], 12 failures stay under min_requests.
+    let m = mocks(2).await;
+    let toml = format!(
+        "{}\n[routes.breaker]\nconsecutive_failures = 0\n",
+        config(&m, "")
+    );
+    let a = Gateway::start(&toml).await;
+    m[0].set_plan(down());
+    for _ in 0..12 {
+        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
+    }
+    assert_eq!(breaker(&a, "p0/model-0").await, "closed");
+    assert!(status(&a).await["cluster"].is_null());
+    a.stop().await;
+}
+
+#[tokio::test]
+async fn an_operators_override_on_one_replica_applies_to_all() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let toml = clustered(&config(&m, ""), REDIS, &p);
+    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    manual(&a, "open").await;
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    let resp = b.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    manual(&a, "close").await;
+    assert!(until_breaker(&b, "p0/model-0", "closed").await);
+    let resp = b.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}
+
+#[tokio::test]
+async fn with_redis_down_a_replica_carries_on_alone_says_so_and_publishes_when_it_is_back() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let proxy = TcpProxy::start(REDIS).await;
+    let via_proxy = clustered(&config(&m, ""), &proxy.addr.to_string(), &p);
+    let direct = clustered(&config(&m, ""), REDIS, &p);
+    let (a, b) = (
+        Gateway::start(&via_proxy).await,
+        Gateway::start(&direct).await,
+    );
+    assert!(eventually(10, || async {
+        (status(&a).await["cluster"]["connected"] == true).then_some(())
+    })
+    .await
+    .is_some());
+
+    proxy.set_up(false);
+    let s = eventually(10, || async {
+        let s = status(&a).await;
+        (s["cluster"]["connected"] == false).then_some(s)
+    })
+    .await
+    .expect("A reports the lost link");
+    assert!(s["cluster"]["error"].is_string(), "{s}");
+    assert_eq!(s["cluster"]["windows"], "local");
+    // Alone, A still trips on what it sees, and clients are answered.
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
+    }
+    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    assert_eq!(
+        breaker(&b, "p0/model-0").await,
+        "closed",
+        "B cannot know yet"
+    );
+
+    // Redis back: A publishes the state it kept, and B takes it over.
+    proxy.set_up(true);
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    assert_eq!(status(&a).await["cluster"]["connected"], true);
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_never_blocks_a_request() {
+    let m = mocks(1).await;
+    // A port nothing listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let gw = Gateway::start(&clustered(
+        &config(&m, ""),
+        &format!("127.0.0.1:{port}"),
+        &prefix(),
+    ))
+    .await;
+    for _ in 0..3 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let s = eventually(10, || async {
+        let s = status(&gw).await;
+        s["cluster"]["error"].is_string().then_some(s)
+    })
+    .await
+    .expect("the failed link is reported");
+    assert_eq!(s["cluster"]["connected"], false);
+    assert!(s["cluster"]["failed_rounds"].as_u64().unwrap() >= 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_state_kept_through_an_outage_never_replaces_a_newer_one() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let proxy = TcpProxy::start(REDIS).await;
+    let a = Gateway::start(&clustered(&config(&m, ""), &proxy.addr.to_string(), &p)).await;
+    assert!(eventually(10, || async {
+        (status(&a).await["cluster"]["connected"] == true).then_some(())
+    })
+    .await
+    .is_some());
+    proxy.set_up(false);
+    assert!(eventually(10, || async {
+        (status(&a).await["cluster"]["connected"] == false).then_some(())
+    })
+    .await
+    .is_some());
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        a.chat(chat_body(false)).await;
+    }
+    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    // Meanwhile another replica closed the target (an operator, a minute later by its clock).
+    let newer = format!("{} other close 0 0 0", wall_ms() + 60_000);
+    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let states = format!("{p}:states");
+    let _: () = redis::cmd("HSET")
+        .arg(&states)
+        .arg("p0/model-0")
+        .arg(&newer)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    m[0].set_plan(FaultPlan::default());
+
+    proxy.set_up(true);
+    // A's older open does not replace it; A takes the newer state over instead.
+    assert!(until_breaker(&a, "p0/model-0", "closed").await);
+    let stored: String = redis::cmd("HGET")
+        .arg(&states)
+        .arg("p0/model-0")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, newer);
+    a.stop().await;
+    cleanup(&p).await;
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
