@@ -11,47 +11,11 @@ use support::*;
 use switchyard::mock::{FaultPlan, MockServer};
 use tokio::time::Instant;
 
-fn down() -> FaultPlan {
-    FaultPlan {
-        status: Some(503),
-        ..Default::default()
-    }
-}
-
-/// User requests a mock saw (probes carry `x-switchyard-probe`).
-fn user_requests(m: &MockServer) -> usize {
-    m.requests()
-        .iter()
-        .filter(|r| r.header("x-switchyard-probe").is_none())
-        .count()
-}
-
 fn probes(m: &MockServer) -> usize {
     m.requests()
         .iter()
         .filter(|r| r.header("x-switchyard-probe").is_some())
         .count()
-}
-
-async fn status(gw: &Gateway) -> Value {
-    client()
-        .get(gw.url("/admin/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-fn breaker_state(status: &Value, target: &str) -> String {
-    let t = status["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == target)
-        .unwrap();
-    t["breaker"]["state"].as_str().unwrap().to_owned()
 }
 
 const POLICY: &str =

@@ -6,27 +6,12 @@
 
 mod support;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::audit::{eventually, TcpProxy};
 use support::*;
-use switchyard::mock::{FaultPlan, MockServer};
+use switchyard::mock::FaultPlan;
 
 const REDIS: &str = "127.0.0.1:6379";
-
-fn down() -> FaultPlan {
-    FaultPlan {
-        status: Some(503),
-        ..Default::default()
-    }
-}
-
-/// User requests a mock saw (probes carry `x-switchyard-probe`).
-fn user_requests(m: &MockServer) -> usize {
-    m.requests()
-        .iter()
-        .filter(|r| r.header("x-switchyard-probe").is_none())
-        .count()
-}
 
 /// A key prefix no other test (or run) uses.
 fn prefix() -> String {
@@ -38,26 +23,8 @@ fn clustered(toml: &str, addr: &str, prefix: &str) -> String {
     format!("{toml}\n[cluster]\nredis = \"redis://{addr}\"\nkey_prefix = \"{prefix}\"\n")
 }
 
-async fn status(gw: &Gateway) -> Value {
-    client()
-        .get(gw.url("/admin/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn breaker(gw: &Gateway, target: &str) -> String {
-    let s = status(gw).await;
-    let t = s["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == target)
-        .unwrap();
-    t["breaker"]["state"].as_str().unwrap().to_owned()
+    breaker_state(&status(gw).await, target)
 }
 
 /// Wait (up to 10 s) until `target`'s breaker on `gw` is in `state`.

@@ -36,13 +36,6 @@ fn toml(m: &[MockServer], order: &[&str], windows: &[u32]) -> String {
     s + "]\n[routes.hedge]\nenabled = false\n"
 }
 
-fn down() -> FaultPlan {
-    FaultPlan {
-        status: Some(503),
-        ..Default::default()
-    }
-}
-
 fn conversation(stream: bool) -> Value {
     json!({
         "model": "chat",

@@ -20,17 +20,6 @@ fn slow(ms: u64) -> FaultPlan {
 
 const FIXED: &str = "[routes.hedge]\ndelay = \"500ms\"\nbudget = 1.0";
 
-async fn metrics(gw: &Gateway) -> String {
-    client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
 async fn settle() {
     tokio::time::sleep(Duration::from_millis(5)).await;
 }

@@ -67,14 +67,7 @@ async fn a_cut_stream_is_continued_on_the_backup_with_a_prefill() {
     let prefill = last_message(&m[1]);
     assert_eq!(prefill["role"], "assistant");
     assert_eq!(prefill["content"], "alpha-1 bravo-2 charlie-3");
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(metrics.contains(
         "switchyard_failovers_total{route=\"chat\",from=\"p0/model-0\",to=\"p1/model-1\",reason=\"mid_stream\"} 1"
     ));

@@ -124,14 +124,7 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
         .as_str()
         .unwrap()
         .contains("p0/model-0"));
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(
         metrics.contains(
             "switchyard_requests_total{route=\"chat\",target=\"p0/model-0\",outcome=\"error\"} 1"
@@ -201,14 +194,7 @@ async fn a_client_that_goes_away_cancels_the_upstream_call() {
     }
     let stats = m[0].stats();
     assert_eq!((stats.cancelled, stats.completed), (1, 0));
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(metrics.contains(
         "switchyard_requests_total{route=\"chat\",target=\"p0/model-0\",outcome=\"cancelled\"} 1"
     ));

@@ -135,6 +135,57 @@ pub fn with_client_key(toml: &str) -> String {
     toml.replacen("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]", 1)
 }
 
+/// A mock plan under which every call answers 503.
+pub fn down() -> switchyard::mock::FaultPlan {
+    switchyard::mock::FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    }
+}
+
+/// User requests a mock saw (probes carry `x-switchyard-probe`).
+pub fn user_requests(m: &MockServer) -> usize {
+    m.requests()
+        .iter()
+        .filter(|r| r.header("x-switchyard-probe").is_none())
+        .count()
+}
+
+/// The gateway's `/admin/status`.
+pub async fn status(gw: &Gateway) -> serde_json::Value {
+    client()
+        .get(gw.url("/admin/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// The gateway's `/metrics` text.
+pub async fn metrics(gw: &Gateway) -> String {
+    client()
+        .get(gw.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// A target's breaker state in a `/admin/status` answer.
+pub fn breaker_state(status: &serde_json::Value, target: &str) -> String {
+    let t = status["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .unwrap();
+    t["breaker"]["state"].as_str().unwrap().to_owned()
+}
+
 /// A minimal chat body for route `chat`.
 pub fn chat_body(stream: bool) -> serde_json::Value {
     serde_json::json!({
