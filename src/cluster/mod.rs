@@ -63,6 +63,9 @@ struct Status {
     error: Option<String>,
     rounds: u64,
     failed_rounds: u64,
+    /// The breakers decide on this replica's counts alone (no round has succeeded yet, or
+    /// none for [`STALE`]).
+    local_only: bool,
 }
 
 impl Cluster {
@@ -72,7 +75,10 @@ impl Cluster {
             replica: format!("{:016x}", fastrand::u64(..)),
             redis: config.redis.clone(),
             prefix: config.key_prefix.clone(),
-            status: Mutex::default(),
+            status: Mutex::new(Status {
+                local_only: true,
+                ..Status::default()
+            }),
         }
     }
 
@@ -97,7 +103,7 @@ impl Cluster {
             "error": s.error,
             "rounds": s.rounds,
             "failed_rounds": s.failed_rounds,
-            "windows": if s.connected { "cluster" } else { "local" },
+            "windows": if s.local_only { "local" } else { "cluster" },
         })
     }
 
@@ -132,7 +138,6 @@ pub async fn run(cluster: Arc<Cluster>, shared: Arc<Shared>) {
         conn: None,
         seen: HashMap::new(),
         unpublished: HashMap::new(),
-        local_only: true,
     };
     let mut tick = tokio::time::interval(SYNC_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -154,8 +159,6 @@ struct Sync {
     seen: HashMap<String, Seen>,
     /// States decided here and not yet written (kept across failed rounds).
     unpublished: HashMap<String, StateRecord>,
-    /// The others' counts have been dropped (no round succeeded for [`STALE`]).
-    local_only: bool,
 }
 
 /// `HSET KEYS[1] ARGV[1] ARGV[3]` unless the field holds a record decided at or after
@@ -187,7 +190,7 @@ impl Sync {
                 s.last_sync = Some(now);
                 s.error = None;
                 s.rounds += 1;
-                self.local_only = false;
+                s.local_only = false;
                 return;
             }
             Ok(Err(e)) => e.to_string(),
@@ -209,12 +212,12 @@ impl Sync {
         let stale = s
             .last_sync
             .is_none_or(|t| now.saturating_duration_since(t) >= STALE);
-        drop(s);
-        if stale && !self.local_only {
+        if stale && !s.local_only {
+            s.local_only = true;
+            drop(s);
             for (_, health) in self.shared.healths() {
                 health.cluster_apply(now, None, Remote::default());
             }
-            self.local_only = true;
         }
     }
 
