@@ -321,3 +321,96 @@ fn wall_ms() -> u64 {
         .unwrap()
         .as_millis() as u64
 }
+
+#[tokio::test]
+async fn a_malformed_stored_state_is_replaced_not_a_reason_to_stop_syncing() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{p}:states"))
+        .arg("p0/model-0")
+        .arg("written by a future version")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let toml = clustered(&config(&m, ""), REDIS, &p);
+    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        a.chat(chat_body(false)).await;
+    }
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    assert_eq!(status(&a).await["cluster"]["connected"], true);
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}
+
+#[tokio::test]
+async fn a_redis_that_never_answers_times_the_round_out_and_requests_go_on() {
+    let m = mocks(1).await;
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = listener.accept().await {
+            conns.push(c);
+        }
+    });
+    let gw = Gateway::start(&clustered(&config(&m, ""), &addr.to_string(), &prefix())).await;
+    for _ in 0..3 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let s = eventually(10, || async {
+        let s = status(&gw).await;
+        s["cluster"]["error"].is_string().then_some(s)
+    })
+    .await
+    .expect("the silent link is reported");
+    assert_eq!(s["cluster"]["connected"], false);
+    gw.stop().await;
+    held.abort();
+}
+
+#[tokio::test]
+async fn an_open_state_redis_lost_is_published_again() {
+    let m = mocks(2).await;
+    let p = prefix();
+    let toml = clustered(&config(&m, ""), REDIS, &p);
+    let a = Gateway::start(&toml).await;
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        a.chat(chat_body(false)).await;
+    }
+    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    // Redis restarted without persistence: the states are gone.
+    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let states = format!("{p}:states");
+    let stored = eventually(10, || async {
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let v: Option<String> = redis::cmd("HGET")
+            .arg(&states)
+            .arg("p0/model-0")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        v
+    })
+    .await;
+    assert!(stored.is_some(), "A published its open state");
+    let _: () = redis::cmd("DEL")
+        .arg(&states)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // A replica that starts now learns of the outage all the same.
+    let b = Gateway::start(&toml).await;
+    assert!(until_breaker(&b, "p0/model-0", "open").await);
+    a.stop().await;
+    b.stop().await;
+    cleanup(&p).await;
+}

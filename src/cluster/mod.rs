@@ -115,9 +115,12 @@ impl Cluster {
 /// What the sync remembers of a target between rounds.
 #[derive(Debug, Default)]
 struct Seen {
-    /// The newest state record seen or written (its time): counts of other generations are
-    /// not summed.
+    /// The time of the target's stored state record (0: none): this replica's counts are
+    /// published under it, and only the others' counts under it are summed.
     generation: u64,
+    /// The last record of another replica taken over (its time and origin), so that it is
+    /// taken over once.
+    applied: Option<(u64, String)>,
 }
 
 /// Sync with the cluster until dropped. Owned by `app::serve`.
@@ -162,9 +165,10 @@ struct Sync {
 }
 
 /// `HSET KEYS[1] ARGV[1] ARGV[3]` unless the field holds a record decided at or after
-/// `ARGV[2]` (a record starts with its time).
+/// `ARGV[2]` (a record starts with its time; a malformed one counts as older).
 const SET_IF_NEWER: &str = "local cur = redis.call('HGET', KEYS[1], ARGV[1]) \
-    if (not cur) or tonumber(string.match(cur, '^%d+')) < tonumber(ARGV[2]) then \
+    local t = cur and tonumber(string.match(cur, '^%d+')) \
+    if (not t) or t < tonumber(ARGV[2]) then \
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end return 0";
 
 /// What the first pipeline of a round reads: the live replicas and every target's state.
@@ -231,7 +235,7 @@ impl Sync {
             let seen = self.seen.entry(id.clone()).or_default();
             if let Some((at_ms, state)) = report.state {
                 let record = StateRecord::new(at_ms, &me, state);
-                seen.generation = seen.generation.max(record.at_ms);
+                seen.generation = record.at_ms;
                 self.unpublished.insert(id.clone(), record);
             }
             counts.push((id.as_str(), encode_counts(seen.generation, report.counts)));
@@ -293,12 +297,28 @@ impl Sync {
         for (id, health) in &healths {
             let seen = self.seen.entry(id.clone()).or_default();
             let record = states.get(id).and_then(|s| StateRecord::decode(s));
+            // The stored record is the generation (written after ours in the same pipeline,
+            // so it already holds this round's decision unless a newer one won).
+            seen.generation = record.as_ref().map_or(0, |r| r.at_ms);
             let adopt = match record {
-                Some(r) if r.at_ms > seen.generation => {
-                    seen.generation = r.at_ms;
-                    (r.origin != me).then(|| r.adopt(now_ms))
+                Some(r)
+                    if r.origin != me
+                        && seen.applied.as_ref() != Some(&(r.at_ms, r.origin.clone())) =>
+                {
+                    let adopt = (r.at_ms, r.adopt(now_ms));
+                    seen.applied = Some((r.at_ms, r.origin));
+                    Some(adopt)
                 }
-                _ => None,
+                Some(_) => None,
+                None => {
+                    // Redis lost the record (a restart without persistence, an eviction): an
+                    // open breaker here says so again next round.
+                    if let Some(state) = health.open_state(now) {
+                        self.unpublished
+                            .insert(id.clone(), StateRecord::new(now_ms, &me, state));
+                    }
+                    None
+                }
             };
             let mut remote = Remote::default();
             for (generation, c) in theirs

@@ -116,9 +116,9 @@ pub enum Manual {
     Reset,
 }
 
-/// What the other replicas of a cluster saw of this target since its breaker last changed
-/// state: (requests, failures) over the window and over the last few seconds. Replaced at every
-/// sync, so it is never counted twice.
+/// What the other replicas of a cluster saw of this target: the sum of their (requests,
+/// failures) over the window and over the last few seconds, counted since the target's newest
+/// shared state. Replaced at every sync, so it is never counted twice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Remote {
     pub window: (u32, u32),
@@ -507,14 +507,28 @@ impl Breaker {
             } => {
                 self.hold = hold.clamp(self.policy.open_for, self.policy.open_for_max);
                 self.opens = self.opens.max(opens);
-                self.phase = Phase::Open {
-                    until: remaining.map(|d| now + d),
+                // A hold already over elsewhere: testing here at once (not an open that
+                // elapses on the next call, which would count a transition twice).
+                self.phase = match remaining {
+                    Some(d) if d.is_zero() => Phase::HalfOpen {
+                        successes: 0,
+                        next: now,
+                        in_flight: None,
+                    },
+                    _ => Phase::Open {
+                        until: remaining.map(|d| now + d),
+                    },
                 };
                 self.since = now;
                 self.remote = Remote::default();
             }
             Adopt::Close { ramp } => {
-                if from != State::Closed {
+                if from == State::Closed {
+                    // A new generation: what was counted before it starts over here too.
+                    self.window.clear();
+                    self.remote = Remote::default();
+                    self.consecutive = 0;
+                } else {
                     self.close(now, TripReason::Cluster, ramp);
                 }
             }

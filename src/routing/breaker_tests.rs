@@ -435,3 +435,34 @@ fn published_states_describe_the_breaker() {
     b.manual(t0, Manual::Close);
     assert_eq!(b.to_adopt(t0), Adopt::Close { ramp: false });
 }
+
+#[test]
+fn a_hold_already_over_elsewhere_is_taken_over_as_testing_in_one_transition() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let t = b
+        .adopt(
+            t0,
+            Adopt::Open {
+                remaining: Some(Duration::ZERO),
+                hold: Duration::from_secs(30),
+                opens: 1,
+            },
+        )
+        .unwrap();
+    assert_eq!((t.from, t.to), (State::Closed, State::HalfOpen));
+    // No second transition (open -> half-open) on the next call.
+    assert_eq!(b.set_remote(t0, Remote::default()), None);
+    assert_eq!(b.probe_due(t0), (true, None));
+}
+
+#[test]
+fn a_close_taken_over_by_a_closed_breaker_starts_its_counts_over() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    for i in 0..10 {
+        b.record(t0 + Duration::from_millis(i * 10), i % 3 == 0);
+    }
+    assert_eq!(b.adopt(t0, Adopt::Close { ramp: true }), None);
+    assert_eq!(b.snapshot(t0).requests_in_window, 0);
+}

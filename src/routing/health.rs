@@ -35,6 +35,9 @@ struct Inner {
     /// A state this replica decided (at this wall time, ms) and the cluster has not been told
     /// of yet.
     unpublished: Option<(u64, Adopt)>,
+    /// When (wall time, ms) this replica last decided a state itself: a state decided
+    /// elsewhere before that is stale here and not taken over.
+    decided_at: u64,
 }
 
 /// Milliseconds since the Unix epoch: when a breaker state was decided, for the cluster.
@@ -98,6 +101,7 @@ impl Health {
                 breaker: Breaker::new(policy, now),
                 hedge_cache: None,
                 unpublished: None,
+                decided_at: 0,
             }),
             state_gauge: registry.gauge(names::BREAKER_STATE, &target),
             upstream_ok: registry.histogram(
@@ -146,9 +150,17 @@ impl Health {
     /// pass), nor is a state taken over from another replica.
     fn mark_unpublished(&self, inner: &mut Inner, now: Instant, t: Option<Transition>) {
         if t.is_some_and(|t| !matches!(t.reason, TripReason::HoldElapsed | TripReason::Cluster)) {
-            inner.unpublished = Some((wall_ms(), inner.breaker.to_adopt(now)));
-            self.publish.notify_one();
+            let state = inner.breaker.to_adopt(now);
+            self.decided(inner, state);
         }
+    }
+
+    /// This replica decided `state` now: keep it for the cluster and wake the sync.
+    fn decided(&self, inner: &mut Inner, state: Adopt) {
+        let at = wall_ms().max(inner.decided_at);
+        inner.decided_at = at;
+        inner.unpublished = Some((at, state));
+        self.publish.notify_one();
     }
 
     /// May a user request go here now?
@@ -267,10 +279,10 @@ impl Health {
         // acts on the target, not on this replica.
         let published = match action {
             Manual::Reset => Adopt::Reset,
-            _ => inner.breaker.to_adopt(now),
+            Manual::Close => Adopt::Close { ramp: false },
+            Manual::Open => inner.breaker.to_adopt(now),
         };
-        inner.unpublished = Some((wall_ms(), published));
-        self.publish.notify_one();
+        self.decided(&mut inner, published);
         drop(inner);
         self.transition(t);
         state
@@ -286,11 +298,14 @@ impl Health {
         }
     }
 
-    /// Take a state decided by another replica, if any, then the other replicas' counts.
-    pub fn cluster_apply(&self, now: Instant, state: Option<Adopt>, remote: Remote) {
+    /// Take a state another replica decided at wall time `.0` (ms), unless this replica
+    /// decided one since; then the other replicas' counts.
+    pub fn cluster_apply(&self, now: Instant, state: Option<(u64, Adopt)>, remote: Remote) {
         let (adopted, tripped) = {
             let mut inner = self.lock();
-            let adopted = state.and_then(|s| inner.breaker.adopt(now, s));
+            let adopted = state
+                .filter(|(at, _)| *at >= inner.decided_at)
+                .and_then(|(_, s)| inner.breaker.adopt(now, s));
             let tripped = inner.breaker.set_remote(now, remote);
             self.mark_unpublished(&mut inner, now, tripped);
             (adopted, tripped)
@@ -299,10 +314,86 @@ impl Health {
         self.transition(tripped);
     }
 
+    /// The breaker's state to publish again if it is open (the cluster lost its record).
+    pub fn open_state(&self, now: Instant) -> Option<Adopt> {
+        let inner = self.lock();
+        (inner.breaker.state(now) == State::Open).then(|| inner.breaker.to_adopt(now))
+    }
+
     /// Breaker and SLIs for `/admin/status`.
     pub fn snapshot(&self, now: Instant) -> (Snapshot, SliSnapshot) {
         let mut inner = self.lock();
         let b = inner.breaker.snapshot(now);
         (b, inner.sli.snapshot(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health() -> Health {
+        Health::new(
+            "p/m",
+            BreakerPolicy::default(),
+            Registry::new(),
+            Arc::default(),
+            Arc::default(),
+        )
+    }
+
+    fn state(h: &Health, now: Instant) -> State {
+        h.snapshot(now).0.state
+    }
+
+    #[test]
+    fn a_state_decided_here_is_not_replaced_by_an_older_one_from_elsewhere() {
+        let h = health();
+        let now = Instant::now();
+        // An operator opens the target here while another replica's older recovery is on its
+        // way (decided 50 ms before, read by the sync after).
+        h.manual(now, Manual::Open);
+        let older = wall_ms() - 50;
+        h.cluster_apply(
+            now,
+            Some((older, Adopt::Close { ramp: true })),
+            Remote::default(),
+        );
+        assert_eq!(state(&h, now), State::Open);
+        // A later decision elsewhere is taken over.
+        let later = wall_ms() + 1_000;
+        h.cluster_apply(
+            now,
+            Some((later, Adopt::Close { ramp: false })),
+            Remote::default(),
+        );
+        assert_eq!(state(&h, now), State::Closed);
+    }
+
+    #[test]
+    fn an_operators_close_is_published_as_a_close_not_a_reset() {
+        let h = health();
+        let now = Instant::now();
+        h.manual(now, Manual::Open);
+        assert!(matches!(
+            h.cluster_report(now).state,
+            Some((
+                _,
+                Adopt::Open {
+                    remaining: None,
+                    ..
+                }
+            ))
+        ));
+        h.manual(now, Manual::Close);
+        let report = h.cluster_report(now);
+        assert_eq!(
+            report.state.map(|s| s.1),
+            Some(Adopt::Close { ramp: false })
+        );
+        // Taken: published once.
+        assert_eq!(h.cluster_report(now).state, None);
+        h.manual(now, Manual::Reset);
+        assert_eq!(h.cluster_report(now).state.map(|s| s.1), Some(Adopt::Reset));
     }
 }
