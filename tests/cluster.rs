@@ -6,7 +6,7 @@
 
 mod support;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use support::audit::{eventually, TcpProxy};
 use support::*;
 use switchyard::mock::FaultPlan;
@@ -46,10 +46,48 @@ async fn manual(gw: &Gateway, action: &str) {
     assert_eq!(resp.status(), 200);
 }
 
+/// Wait (up to 10 s) until `/admin/status` on `gw` has `cluster.{key}` equal to `value`;
+/// returns that status.
+async fn until_cluster(gw: &Gateway, key: &str, value: Value) -> Option<Value> {
+    eventually(10, || async {
+        let s = status(gw).await;
+        (s["cluster"][key] == value).then_some(s)
+    })
+    .await
+}
+
+async fn redis_conn() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(format!("redis://{REDIS}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The stored breaker state of `target` under `prefix`.
+async fn stored_state(prefix: &str, target: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(format!("{prefix}:states"))
+        .arg(target)
+        .query_async(&mut redis_conn().await)
+        .await
+        .unwrap()
+}
+
+/// Store `value` as the breaker state of `target` under `prefix`, as a replica would.
+async fn store_state(prefix: &str, target: &str, value: &str) {
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{prefix}:states"))
+        .arg(target)
+        .arg(value)
+        .query_async(&mut redis_conn().await)
+        .await
+        .unwrap();
+}
+
 /// Delete every key under `prefix`.
 async fn cleanup(prefix: &str) {
-    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut conn = redis_conn().await;
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("{prefix}:*"))
         .query_async(&mut conn)
@@ -70,11 +108,7 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
     let p = prefix();
     let toml = clustered(&config(&m, ""), REDIS, &p);
     let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
-    assert!(eventually(10, || async {
-        (status(&b).await["cluster"]["replicas"] == 2).then_some(())
-    })
-    .await
-    .is_some());
+    assert!(until_cluster(&b, "replicas", json!(2)).await.is_some());
 
     m[0].set_plan(down());
     for _ in 0..6 {
@@ -191,26 +225,15 @@ async fn with_redis_down_a_replica_carries_on_alone_says_so_and_publishes_when_i
         Gateway::start(&via_proxy).await,
         Gateway::start(&direct).await,
     );
-    assert!(eventually(10, || async {
-        (status(&a).await["cluster"]["connected"] == true).then_some(())
-    })
-    .await
-    .is_some());
+    assert!(until_cluster(&a, "connected", json!(true)).await.is_some());
 
     proxy.set_up(false);
-    let s = eventually(10, || async {
-        let s = status(&a).await;
-        (s["cluster"]["connected"] == false).then_some(s)
-    })
-    .await
-    .expect("A reports the lost link");
+    let s = until_cluster(&a, "connected", json!(false))
+        .await
+        .expect("A reports the lost link");
     assert!(s["cluster"]["error"].is_string(), "{s}");
     // The others' counts are kept a few seconds (a blip), then dropped.
-    assert!(eventually(10, || async {
-        (status(&a).await["cluster"]["windows"] == "local").then_some(())
-    })
-    .await
-    .is_some());
+    assert!(until_cluster(&a, "windows", json!("local")).await.is_some());
     // Alone, A still trips on what it sees, and clients are answered.
     m[0].set_plan(down());
     for _ in 0..6 {
@@ -271,17 +294,9 @@ async fn a_state_kept_through_an_outage_never_replaces_a_newer_one() {
     let p = prefix();
     let proxy = TcpProxy::start(REDIS).await;
     let a = Gateway::start(&clustered(&config(&m, ""), &proxy.addr.to_string(), &p)).await;
-    assert!(eventually(10, || async {
-        (status(&a).await["cluster"]["connected"] == true).then_some(())
-    })
-    .await
-    .is_some());
+    assert!(until_cluster(&a, "connected", json!(true)).await.is_some());
     proxy.set_up(false);
-    assert!(eventually(10, || async {
-        (status(&a).await["cluster"]["connected"] == false).then_some(())
-    })
-    .await
-    .is_some());
+    assert!(until_cluster(&a, "connected", json!(false)).await.is_some());
     m[0].set_plan(down());
     for _ in 0..6 {
         a.chat(chat_body(false)).await;
@@ -289,28 +304,13 @@ async fn a_state_kept_through_an_outage_never_replaces_a_newer_one() {
     assert_eq!(breaker(&a, "p0/model-0").await, "open");
     // Meanwhile another replica closed the target (an operator, a minute later by its clock).
     let newer = format!("{} other close 0 0 0", wall_ms() + 60_000);
-    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let states = format!("{p}:states");
-    let _: () = redis::cmd("HSET")
-        .arg(&states)
-        .arg("p0/model-0")
-        .arg(&newer)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    store_state(&p, "p0/model-0", &newer).await;
     m[0].set_plan(FaultPlan::default());
 
     proxy.set_up(true);
     // A's older open does not replace it; A takes the newer state over instead.
     assert!(until_breaker(&a, "p0/model-0", "closed").await);
-    let stored: String = redis::cmd("HGET")
-        .arg(&states)
-        .arg("p0/model-0")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(stored, newer);
+    assert_eq!(stored_state(&p, "p0/model-0").await, Some(newer));
     a.stop().await;
     cleanup(&p).await;
 }
@@ -326,15 +326,7 @@ fn wall_ms() -> u64 {
 async fn a_malformed_stored_state_is_replaced_not_a_reason_to_stop_syncing() {
     let m = mocks(2).await;
     let p = prefix();
-    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg(format!("{p}:states"))
-        .arg("p0/model-0")
-        .arg("written by a future version")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    store_state(&p, "p0/model-0", "written by a future version").await;
     let toml = clustered(&config(&m, ""), REDIS, &p);
     let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
     m[0].set_plan(down());
@@ -387,24 +379,11 @@ async fn an_open_state_redis_lost_is_published_again() {
     }
     assert_eq!(breaker(&a, "p0/model-0").await, "open");
     // Redis restarted without persistence: the states are gone.
-    let client = redis::Client::open(format!("redis://{REDIS}")).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let states = format!("{p}:states");
-    let stored = eventually(10, || async {
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-        let v: Option<String> = redis::cmd("HGET")
-            .arg(&states)
-            .arg("p0/model-0")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        v
-    })
-    .await;
+    let stored = eventually(10, || stored_state(&p, "p0/model-0")).await;
     assert!(stored.is_some(), "A published its open state");
     let _: () = redis::cmd("DEL")
-        .arg(&states)
-        .query_async(&mut conn)
+        .arg(format!("{p}:states"))
+        .query_async(&mut redis_conn().await)
         .await
         .unwrap();
     // A replica that starts now learns of the outage all the same.
