@@ -54,14 +54,7 @@ async fn a_hard_outage_trips_after_consecutive_failures_and_the_backup_serves_wi
         "the primary saw exactly consecutive_failures while down"
     );
     assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "open");
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(
         metrics.contains("switchyard_breaker_state{target=\"p0/model-0\"} 2"),
         "{metrics}"
@@ -256,14 +249,7 @@ async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
         "at most 20% retries: {upstream} upstream calls"
     );
     assert!(upstream >= 200 + 35, "the budget is used: {upstream}");
-    let metrics = client()
-        .get(gw.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&gw).await;
     assert!(metrics.contains("switchyard_retry_budget_exhausted_total{route=\"chat\"}"));
 }
 

@@ -132,14 +132,7 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
     let s = status(&b).await;
     assert_eq!(s["cluster"]["connected"], true);
     assert!(s["cluster"]["error"].is_null());
-    let metrics = client()
-        .get(b.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&b).await;
     assert!(
         metrics
             .contains(r#"switchyard_breaker_transitions_total{target="p0/model-0",to="open"} 1"#),
