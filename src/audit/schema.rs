@@ -124,37 +124,37 @@ fn sat_i64(n: u64) -> i64 {
 }
 
 /// PostgreSQL text cannot hold NUL; SQLite keeps it, but a reader would be surprised too.
-fn clean(s: &str) -> String {
+fn clean(s: String) -> String {
     if s.contains('\0') {
         s.replace('\0', "\u{FFFD}")
     } else {
-        s.to_owned()
+        s
     }
 }
 
 impl Row {
-    /// The stored form of a record.
-    pub fn from_record(r: &AuditRecord) -> Row {
-        let opt = |s: &Option<String>| s.as_deref().map(clean);
+    /// The stored form of a record (its strings moved, not copied).
+    pub fn from_record(r: AuditRecord) -> Row {
+        let opt = |s: Option<String>| s.map(clean);
         Row {
-            request_id: clean(&r.request_id),
+            attempts: i32::try_from(r.path.len()).unwrap_or(i32::MAX),
+            path: clean(serde_json::to_string(&r.path).unwrap_or_else(|_| "[]".into())),
+            request_id: clean(r.request_id),
             time_ms: r.time_ms,
-            client_key_id: opt(&r.client_key_id),
-            route: clean(&r.route),
+            client_key_id: opt(r.client_key_id),
+            route: clean(r.route),
             stream: r.stream,
             status: i32::from(r.status),
-            target: opt(&r.target),
+            target: opt(r.target),
             latency_ms: r.latency_ms,
             ttft_ms: r.ttft_ms,
             tokens_in: r.tokens_in.map(sat_i64),
             tokens_out: r.tokens_out.map(sat_i64),
             turns_dropped: i32::try_from(r.turns_dropped).unwrap_or(i32::MAX),
             hedged: r.hedged,
-            error: opt(&r.error),
-            attempts: i32::try_from(r.path.len()).unwrap_or(i32::MAX),
-            path: clean(&serde_json::to_string(&r.path).unwrap_or_else(|_| "[]".into())),
-            request_body: opt(&r.request_body),
-            response_body: opt(&r.response_body),
+            error: opt(r.error),
+            request_body: opt(r.request_body),
+            response_body: opt(r.response_body),
         }
     }
 

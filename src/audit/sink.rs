@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
 
+use super::schema::Row;
 use super::store::Store;
 use super::writer::Shared;
 use super::{AuditError, AuditRecord};
@@ -57,6 +58,7 @@ impl Sink {
 
     async fn write(&mut self, batch: Vec<AuditRecord>) {
         let n = batch.len();
+        let rows: Arc<[Row]> = batch.into_iter().map(Row::from_record).collect();
         let mut backoff = BACKOFF_MIN;
         loop {
             // Shutting down with the store still down: do not wait on it batch after batch.
@@ -66,7 +68,7 @@ impl Sink {
                     .drop_records(n, "audit store unavailable at shutdown");
                 return;
             }
-            match self.store.write(&batch).await {
+            match self.store.write(&rows).await {
                 Ok(()) => {
                     self.shared.pending.fetch_sub(n as u64, Ordering::Relaxed);
                     self.shared.written.fetch_add(n as u64, Ordering::Relaxed);

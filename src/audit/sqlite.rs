@@ -110,7 +110,7 @@ impl SqliteStore {
 
     /// Insert a batch in one transaction: all or nothing. Rows go [`ROWS_PER_INSERT`] to a
     /// statement (fewer statement steps per row), the rest one by one.
-    pub async fn write(&self, rows: Vec<Row>) -> Result<(), AuditError> {
+    pub async fn write(&self, rows: Arc<[Row]>) -> Result<(), AuditError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             {
@@ -269,13 +269,13 @@ mod tests {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         store
-            .write(vec![Row::from_record(&rec)])
+            .write(Arc::from([Row::from_record(rec.clone())]))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         // Multi-row statements and the rest one by one (2 x 32 + 6).
         let many = (0..70)
             .map(|i| {
-                Row::from_record(&AuditRecord {
+                Row::from_record(AuditRecord {
                     request_id: format!("m{i}"),
                     time_ms: 1,
                     ..rec.clone()

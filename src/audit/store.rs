@@ -1,5 +1,7 @@
 //! The two stores behind one face, so the writer and the readers do not care which is in use.
 
+use std::sync::Arc;
+
 use super::postgres::PgStore;
 use super::query::AuditQuery;
 use super::schema::Row;
@@ -41,12 +43,11 @@ impl Store {
         }
     }
 
-    /// Write a batch atomically.
-    pub async fn write(&mut self, records: &[AuditRecord]) -> Result<(), AuditError> {
-        let rows: Vec<Row> = records.iter().map(Row::from_record).collect();
+    /// Write a batch atomically (shared: a failed write is retried with the same rows).
+    pub async fn write(&mut self, rows: &Arc<[Row]>) -> Result<(), AuditError> {
         match self {
-            Store::Sqlite(s) => s.write(rows).await,
-            Store::Postgres(p) => p.write(&rows).await,
+            Store::Sqlite(s) => s.write(Arc::clone(rows)).await,
+            Store::Postgres(p) => p.write(rows).await,
         }
     }
 
