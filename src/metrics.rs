@@ -23,6 +23,8 @@ pub mod names {
     pub const HEDGES: &str = "switchyard_hedges_total";
     pub const AUDIT_DROPPED: &str = "switchyard_audit_dropped_total";
     pub const RETRY_BUDGET_EXHAUSTED: &str = "switchyard_retry_budget_exhausted_total";
+    pub const CLUSTER_CONNECTED: &str = "switchyard_cluster_connected";
+    pub const CLUSTER_SYNC_FAILURES: &str = "switchyard_cluster_sync_failures_total";
 }
 
 fn help(name: &str) -> (&'static str, &'static str) {
@@ -58,6 +60,11 @@ fn help(name: &str) -> (&'static str, &'static str) {
             "counter",
             "Retries refused because the retry budget was spent.",
         ),
+        names::CLUSTER_CONNECTED => (
+            "gauge",
+            "1 when the last sync with the cluster's Redis succeeded, else 0.",
+        ),
+        names::CLUSTER_SYNC_FAILURES => ("counter", "Sync rounds with Redis that failed."),
         _ => ("untyped", ""),
     }
 }

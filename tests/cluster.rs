@@ -138,6 +138,14 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
             .contains(r#"switchyard_breaker_transitions_total{target="p0/model-0",to="open"} 1"#),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("switchyard_cluster_connected 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_cluster_sync_failures_total 0"),
+        "{metrics}"
+    );
     a.stop().await;
     b.stop().await;
     cleanup(&p).await;
@@ -278,6 +286,18 @@ async fn an_unreachable_redis_never_blocks_a_request() {
         !s.to_string().contains("s3cret"),
         "the password leaked: {s}"
     );
+    let metrics = metrics(&gw).await;
+    assert!(
+        metrics.contains("switchyard_cluster_connected 0"),
+        "{metrics}"
+    );
+    let failures: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("switchyard_cluster_sync_failures_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sync failure count: {metrics}"));
+    assert!(failures >= 1, "{metrics}");
+    assert!(!metrics.contains("s3cret"));
     gw.stop().await;
 }
 

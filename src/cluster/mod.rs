@@ -25,6 +25,7 @@
 pub mod record;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -33,6 +34,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::config::{redact_url, ClusterConfig};
+use crate::metrics::names;
 use crate::routing::breaker::Remote;
 use crate::routing::health::wall_ms;
 use crate::routing::Shared;
@@ -135,6 +137,8 @@ pub async fn run(cluster: Arc<Cluster>, shared: Arc<Shared>) {
         }
     };
     let mut sync = Sync {
+        connected: shared.metrics.gauge(names::CLUSTER_CONNECTED, &[]),
+        failures: shared.metrics.counter(names::CLUSTER_SYNC_FAILURES, &[]),
         cluster,
         shared,
         client,
@@ -162,6 +166,9 @@ struct Sync {
     seen: HashMap<String, Seen>,
     /// States decided here and not yet written (kept across failed rounds).
     unpublished: HashMap<String, StateRecord>,
+    /// `switchyard_cluster_connected`, `switchyard_cluster_sync_failures_total`.
+    connected: Arc<AtomicI64>,
+    failures: Arc<AtomicU64>,
 }
 
 /// `HSET KEYS[1] ARGV[1] ARGV[3]` unless the field holds a record decided at or after
@@ -195,12 +202,15 @@ impl Sync {
                 s.error = None;
                 s.rounds += 1;
                 s.local_only = false;
+                self.connected.store(1, Ordering::Relaxed);
                 return;
             }
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no answer within {} ms", ROUND_TIMEOUT.as_millis()),
         };
         self.conn = None;
+        self.connected.store(0, Ordering::Relaxed);
+        self.failures.fetch_add(1, Ordering::Relaxed);
         let mut s = self.cluster.status();
         if s.connected || s.error.is_none() {
             tracing::warn!(
