@@ -330,18 +330,11 @@ impl Sync {
                     None
                 }
             };
-            let mut remote = Remote::default();
-            for (generation, c) in theirs
+            let remote = theirs
                 .iter()
                 .filter_map(|m| m.get(id).and_then(|s| decode_counts(s)))
-            {
-                if generation == seen.generation {
-                    remote.window.0 = remote.window.0.saturating_add(c.window.0);
-                    remote.window.1 = remote.window.1.saturating_add(c.window.1);
-                    remote.recent.0 = remote.recent.0.saturating_add(c.recent.0);
-                    remote.recent.1 = remote.recent.1.saturating_add(c.recent.1);
-                }
-            }
+                .filter(|(generation, _)| *generation == seen.generation)
+                .fold(Remote::default(), |sum, (_, c)| sum.plus(c));
             health.cluster_apply(now, adopt, remote);
         }
         Ok(replicas.len().max(1))

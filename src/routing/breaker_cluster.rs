@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Breaker, Phase, State, Transition, TripReason, RECENT};
+use super::{add, Breaker, Phase, State, Transition, TripReason, RECENT};
 
 /// What the other replicas of a cluster saw of this target: the sum of their (requests,
 /// failures) over the window and over the last few seconds, counted since the target's newest
@@ -15,6 +15,16 @@ use super::{Breaker, Phase, State, Transition, TripReason, RECENT};
 pub struct Remote {
     pub window: (u32, u32),
     pub recent: (u32, u32),
+}
+
+impl Remote {
+    /// Both replicas' counts together.
+    pub fn plus(self, other: Remote) -> Remote {
+        Remote {
+            window: add(self.window, other.window),
+            recent: add(self.recent, other.recent),
+        }
+    }
 }
 
 /// A breaker state decided by another replica, to be taken over here (`[cluster]`).

@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -44,9 +43,7 @@ impl Events {
         to: &str,
         reason: &'static str,
     ) {
-        let time_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let time_ms = super::health::wall_ms();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.0 += 1;
         let seq = inner.0;

@@ -40,7 +40,8 @@ struct Inner {
     decided_at: u64,
 }
 
-/// Milliseconds since the Unix epoch: when a breaker state was decided, for the cluster.
+/// Milliseconds since the Unix epoch (wall time: when a breaker state was decided, when an
+/// event happened).
 pub fn wall_ms() -> u64 {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
