@@ -44,15 +44,7 @@ async fn load(gw: &Gateway, n: usize, conc: usize) {
 }
 
 async fn audit_status(gw: &Gateway) -> Value {
-    let status: Value = client()
-        .get(gw.url("/admin/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    status["audit"].clone()
+    status(gw).await["audit"].clone()
 }
 
 async fn shutdown_under_load(store: TestStore) {

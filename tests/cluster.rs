@@ -9,7 +9,7 @@ mod support;
 use serde_json::{json, Value};
 use support::audit::{eventually, TcpProxy};
 use support::*;
-use switchyard::mock::FaultPlan;
+use switchyard::mock::{FaultPlan, MockServer};
 
 const REDIS: &str = "127.0.0.1:6379";
 
@@ -25,6 +25,16 @@ fn clustered(toml: &str, addr: &str, prefix: &str) -> String {
 
 async fn breaker(gw: &Gateway, target: &str) -> String {
     breaker_state(&status(gw).await, target)
+}
+
+/// Take the primary (`m[0]`) down and send `gw` enough requests (all answered, by the backup)
+/// to open its breaker there.
+async fn trip_primary(gw: &Gateway, m: &[MockServer]) {
+    m[0].set_plan(down());
+    for _ in 0..6 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    assert_eq!(breaker(gw, "p0/model-0").await, "open");
 }
 
 /// Wait (up to 10 s) until `target`'s breaker on `gw` is in `state`.
@@ -110,11 +120,7 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
     let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
     assert!(until_cluster(&b, "replicas", json!(2)).await.is_some());
 
-    m[0].set_plan(down());
-    for _ in 0..6 {
-        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
-    }
-    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    trip_primary(&a, &m).await;
     // B saw nothing itself, and takes the open state over.
     assert!(until_breaker(&b, "p0/model-0", "open").await);
     let seen = user_requests(&m[0]);
@@ -236,11 +242,7 @@ async fn with_redis_down_a_replica_carries_on_alone_says_so_and_publishes_when_i
     // The others' counts are kept a few seconds (a blip), then dropped.
     assert!(until_cluster(&a, "windows", json!("local")).await.is_some());
     // Alone, A still trips on what it sees, and clients are answered.
-    m[0].set_plan(down());
-    for _ in 0..6 {
-        assert_eq!(a.chat(chat_body(false)).await.status(), 200);
-    }
-    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    trip_primary(&a, &m).await;
     assert_eq!(
         breaker(&b, "p0/model-0").await,
         "closed",
@@ -310,11 +312,7 @@ async fn a_state_kept_through_an_outage_never_replaces_a_newer_one() {
     assert!(until_cluster(&a, "connected", json!(true)).await.is_some());
     proxy.set_up(false);
     assert!(until_cluster(&a, "connected", json!(false)).await.is_some());
-    m[0].set_plan(down());
-    for _ in 0..6 {
-        a.chat(chat_body(false)).await;
-    }
-    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    trip_primary(&a, &m).await;
     // Meanwhile another replica closed the target (an operator, a minute later by its clock).
     let newer = format!("{} other close 0 0 0", wall_ms() + 60_000);
     store_state(&p, "p0/model-0", &newer).await;
@@ -342,10 +340,7 @@ async fn a_malformed_stored_state_is_replaced_not_a_reason_to_stop_syncing() {
     store_state(&p, "p0/model-0", "written by a future version").await;
     let toml = clustered(&config(&m, ""), REDIS, &p);
     let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
-    m[0].set_plan(down());
-    for _ in 0..6 {
-        a.chat(chat_body(false)).await;
-    }
+    trip_primary(&a, &m).await;
     assert!(until_breaker(&b, "p0/model-0", "open").await);
     assert_eq!(status(&a).await["cluster"]["connected"], true);
     a.stop().await;
@@ -386,11 +381,7 @@ async fn an_open_state_redis_lost_is_published_again() {
     let p = prefix();
     let toml = clustered(&config(&m, ""), REDIS, &p);
     let a = Gateway::start(&toml).await;
-    m[0].set_plan(down());
-    for _ in 0..6 {
-        a.chat(chat_body(false)).await;
-    }
-    assert_eq!(breaker(&a, "p0/model-0").await, "open");
+    trip_primary(&a, &m).await;
     // Redis restarted without persistence: the states are gone.
     let stored = eventually(10, || stored_state(&p, "p0/model-0")).await;
     assert!(stored.is_some(), "A published its open state");

@@ -191,14 +191,7 @@ async fn the_percentile_delay_follows_live_latency() {
         "no hedge while the primary is steady"
     );
     tokio::time::sleep(Duration::from_secs(2)).await; // the cached delay refreshes each second
-    let status: Value = client()
-        .get(gw.url("/admin/status"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = status(&gw).await;
     let delay = status["targets"][0]["hedge_delay_ms"].as_f64().unwrap();
     assert!((95.0..=110.0).contains(&delay), "{delay}");
     m[0].set_plan(slow(5000));
