@@ -1,6 +1,6 @@
-//! The audit log keeps every request's full path: after a failover, after a breaker skip, for a
-//! stream (time to first token and tokens) and for a stream the client abandoned. Each scenario
-//! runs against SQLite and against the machine's PostgreSQL.
+//! The audit log keeps every request's full path: after a failover, after a breaker skip or a
+//! retry-budget skip, for a stream (time to first token and tokens) and for a stream the client
+//! abandoned. Each scenario runs against SQLite and against the machine's PostgreSQL.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -108,6 +108,49 @@ async fn breaker_skip(store: TestStore) {
     store.cleanup().await;
 }
 both!(breaker_skip);
+
+/// The primary and the first backup down after ten good requests, no breaker, and a retry
+/// budget of 20% with no floor: the first backup takes one failed retry, the next request
+/// passes it over for its spent budget, and the record says so.
+async fn budget_skip(store: TestStore) {
+    let m = mocks(3).await;
+    let extra = "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\n\
+                 min_requests = 100000\n[routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+    let gw = Gateway::start(&with_audit(&config(&m, extra), &store.url(), "")).await;
+    for _ in 0..10 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    m[0].set_plan(down());
+    m[1].set_plan(down());
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let resp = gw.chat(chat_body(false)).await;
+        assert_eq!(resp.status(), 200);
+        ids.push(header(&resp, "x-switchyard-request-id"));
+    }
+    gw.stop().await;
+    let all = store.all().await;
+    let rec = |id: &str| all.iter().find(|r| r.request_id == id).unwrap();
+    assert_eq!(
+        path(rec(&ids[0])),
+        vec![
+            step("p0/model-0", "status", Some(503)),
+            step("p1/model-1", "status", Some(503)),
+            step("p2/model-2", "ok", None),
+        ]
+    );
+    assert_eq!(
+        path(rec(&ids[1])),
+        vec![
+            step("p1/model-1", "skipped_budget", None),
+            step("p0/model-0", "status", Some(503)),
+            step("p2/model-2", "ok", None),
+        ]
+    );
+    assert_eq!(m[1].stats().requests, 1);
+    store.cleanup().await;
+}
+both!(budget_skip);
 
 async fn stream(store: TestStore) {
     let m = mocks(1).await;

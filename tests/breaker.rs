@@ -230,12 +230,15 @@ async fn with_every_target_open_the_closest_to_recovery_is_still_tried() {
     assert_eq!(m[0].stats().requests + m[1].stats().requests, 1);
 }
 
+/// Every target down and no breaker to stop it: retries stay within the route's budget (20%
+/// of the requests plus the floor of 5 a second over the 10 s window: 90) and each backup's
+/// own (its failed retries under 20% of what it was sent, plus the floor: 62).
 #[tokio::test]
 async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
     let m = mocks(3).await;
     let extra =
         "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
-                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 5";
     let gw = Gateway::start(&config(&m, extra)).await;
     for mock in &m {
         mock.set_plan(down());
@@ -243,14 +246,73 @@ async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
     for _ in 0..200 {
         assert_eq!(gw.chat(chat_body(false)).await.status(), 503);
     }
-    let upstream: u64 = m.iter().map(|m| m.stats().requests).sum();
-    assert!(
-        upstream <= 200 + 40 + 1,
-        "at most 20% retries: {upstream} upstream calls"
-    );
-    assert!(upstream >= 200 + 35, "the budget is used: {upstream}");
+    let calls: Vec<u64> = m.iter().map(|m| m.stats().requests).collect();
+    let retries = calls[1] + calls[2];
+    assert_eq!(calls[0], 200, "every request starts on the primary");
+    assert!(retries <= 91, "at most 20% + 50 retries: {calls:?}");
+    assert!(retries >= 85, "the route's budget is used: {calls:?}");
+    assert!(calls[1] <= 63, "the backup's own budget holds: {calls:?}");
     let metrics = metrics(&gw).await;
-    assert!(metrics.contains("switchyard_retry_budget_exhausted_total{route=\"chat\"}"));
+    assert!(
+        metrics.contains("switchyard_retry_budget_exhausted_total{route=\"chat\",scope=\"route\"}")
+    );
+}
+
+/// After a healthy spell, the primary and the first backup go down, the second backup stays
+/// healthy, and no breaker steps in: the first backup takes its share of failed retries (20%
+/// of what it was sent, plus the floor of 1 a second over 10 s: 13) and is then passed over, so
+/// it is not flooded with the primary's failures. Its failures stop spending the route's
+/// budget too (which they would exhaust after 25 requests: 20% of 50 + 25, plus 10), so every
+/// client is still answered by the second backup.
+#[tokio::test]
+async fn a_backup_that_fails_too_is_passed_over_once_its_budget_is_spent() {
+    let m = mocks(3).await;
+    let extra =
+        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
+                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 1";
+    let gw = Gateway::start(&config(&m, extra)).await;
+    for _ in 0..50 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    m[0].set_plan(down());
+    m[1].set_plan(down());
+    for i in 0..200 {
+        let resp = gw.chat(chat_body(false)).await;
+        assert_eq!(resp.status(), 200, "request {i}");
+        assert_eq!(header(&resp, "x-switchyard-target"), "p2/model-2");
+    }
+    let calls: Vec<u64> = m.iter().map(|m| m.stats().requests).collect();
+    assert_eq!(calls[0], 250);
+    assert_eq!(calls[1], 13, "the first backup's budget: {calls:?}");
+    assert_eq!(calls[2], 200);
+    let metrics = metrics(&gw).await;
+    assert!(metrics
+        .contains("switchyard_retry_budget_exhausted_total{route=\"chat\",scope=\"target\"}"));
+}
+
+/// With nothing left to try, the error says which target was not retried and why.
+#[tokio::test]
+async fn a_target_passed_over_for_its_budget_is_named_in_the_error() {
+    let m = mocks(2).await;
+    let extra =
+        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
+                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+    let gw = Gateway::start(&config(&m, extra)).await;
+    m[0].set_plan(down());
+    m[1].set_plan(down());
+    // The route's budget allows 20% of 10 requests, the backup's its first retry only.
+    for _ in 0..9 {
+        gw.chat(chat_body(false)).await;
+    }
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 503);
+    let body: Value = resp.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("not retried on p1/model-1: retry budget spent"),
+        "{message}"
+    );
+    assert_eq!(m[1].stats().requests, 1);
 }
 
 /// A failing primary below its breaker's threshold with a healthy backup: every failover

@@ -177,6 +177,36 @@ async fn the_budget_caps_hedges_under_sustained_slowness() {
         .contains("switchyard_hedges_total{route=\"chat\",outcome=\"skipped_budget\"}"));
 }
 
+/// Hedges that did not fail give the hedge target's retry budget back, whether they won (the
+/// primary slow) or were cancelled as losers (the hedge target slower still): only failed
+/// hedges are capped there. After 40 quick requests the route's budget (50% of the requests
+/// plus the floor of 10) lets the next 30 all be hedged; without the refunds the backup's own
+/// budget (the same rule over the 21 hedges it was sent) would stop them after about 21.
+#[tokio::test(start_paused = true)]
+async fn hedges_that_do_not_fail_keep_the_hedge_target_budget() {
+    for (primary, backup) in [(1_000, 0), (150, 1_000)] {
+        let m = mocks(2).await;
+        let gw = Gateway::start(&config(
+            &m,
+            "[routes.hedge]\ndelay = \"100ms\"\nbudget = 1.0\n\
+             [routes.retry_budget]\nratio = 0.5\nmin_per_sec = 1",
+        ))
+        .await;
+        for _ in 0..40 {
+            assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+        }
+        m[0].set_plan(slow(primary));
+        m[1].set_plan(slow(backup));
+        for _ in 0..30 {
+            assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+        }
+        settle().await;
+        assert_eq!(m[1].stats().requests, 30, "primary at {primary} ms");
+        let text = metrics(&gw).await;
+        assert!(!text.contains("scope=\"target\""), "{text}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_percentile_delay_follows_live_latency() {
     let m = mocks(2).await;

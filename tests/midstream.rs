@@ -218,3 +218,31 @@ async fn with_no_healthy_target_left_the_original_cut_is_reported() {
         "{msg}"
     );
 }
+
+/// A target whose retry budget is spent is passed over for the continuation too: after ten
+/// good requests the first backup took its one failed retry (20% of what it was sent, no
+/// floor), so a stream cut on the primary is continued on the second backup without a call to
+/// it.
+#[tokio::test]
+async fn a_continuation_passes_over_a_target_whose_retry_budget_is_spent() {
+    let m = mocks(3).await;
+    let extra = "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\n\
+                 min_requests = 100000\n[routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
+    let gw = Gateway::start(&config(&m, extra)).await;
+    for _ in 0..10 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    m[0].set_plan(down());
+    m[1].set_plan(down());
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p2/model-2");
+    assert_eq!(m[1].stats().requests, 1);
+    m[0].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    let events = stream(&gw).await;
+    assert_whole(&events);
+    assert_eq!(m[1].stats().requests, 1, "not asked to continue");
+    assert_eq!(last_message(&m[2])["content"], "alpha-1 bravo-2 charlie-3");
+}

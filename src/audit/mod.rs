@@ -76,7 +76,7 @@ pub struct AuditAttempt {
     pub duration_ms: f64,
     /// `ok`, `status`, `timeout`, `first_token_timeout`, `connect`, `reset`, `malformed`,
     /// `in_band_error`, `empty_stream`, `cut`, `stall`, `cancelled`, `hedge_lost`,
-    /// `skipped_breaker`.
+    /// `skipped_breaker`, `skipped_budget`.
     pub outcome: String,
     /// The upstream HTTP status, when there was one.
     pub status: Option<u16>,

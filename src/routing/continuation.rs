@@ -82,7 +82,8 @@ pub fn prefill_messages(chat: &ChatRequest, partial: &str) -> Vec<u8> {
 
 impl Continuation {
     /// Ask the next healthy targets, in route order, to take over; `sent` is the text the
-    /// client has. Each try spends the retry budget; failures count against the target.
+    /// client has. Each try that fails spends the route's and the target's retry budgets;
+    /// failures count against the target.
     /// Tries that failed are added to `failed` (for the audit path), their starts measured
     /// from `request_start`.
     pub async fn resume(
@@ -98,8 +99,15 @@ impl Continuation {
             if self.tried.contains(&idx) || !target.health.admit(Instant::now()) {
                 continue;
             }
-            if !route.budget.try_withdraw(Instant::now()) {
+            let taken = Instant::now();
+            if !route.budget.try_withdraw(taken) {
                 return None;
+            }
+            if !target.budget.try_withdraw_attempt(taken) {
+                // This target has taken its share of failed retries; the next one may not have.
+                route.budget.refund(taken);
+                tracing::info!(target = %target.id(), "retry budget of the target spent: no continuation there");
+                continue;
             }
             self.tried.push(idx);
             let mut prefill = target.config.prefill;
@@ -122,6 +130,9 @@ impl Continuation {
                 let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
                 match call_stream(target, body, client_wants_usage, deadline).await {
                     Ok(committed) => {
+                        // It answered: the retry gives its share of the budgets back.
+                        route.budget.refund(taken);
+                        target.budget.refund(taken);
                         let mode = if prefill {
                             Mode::Prefill
                         } else {

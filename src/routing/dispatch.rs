@@ -75,6 +75,8 @@ pub struct Outcome {
     pub path: Vec<AttemptRecord>,
     /// Targets passed over because their breaker was open.
     pub skipped: Vec<Arc<Target>>,
+    /// Targets passed over because their retry budget was spent.
+    pub budget_skipped: Vec<Arc<Target>>,
 }
 
 impl Outcome {
@@ -85,16 +87,22 @@ impl Outcome {
             .map(|a| &a.target)
     }
 
-    /// The path as the audit log keeps it: targets passed over, then the attempts.
+    /// The path as the audit log keeps it: targets passed over (breaker open, then retry budget
+    /// spent), then the attempts.
     pub fn audit_path(&self) -> Vec<AuditAttempt> {
-        let skipped = self.skipped.iter().map(|t| AuditAttempt {
+        let skip = |t: &Arc<Target>, outcome: &str| AuditAttempt {
             target: t.id().to_owned(),
             start_ms: 0.0,
             duration_ms: 0.0,
-            outcome: "skipped_breaker".into(),
+            outcome: outcome.into(),
             status: None,
             carried_chars: None,
-        });
+        };
+        let skipped = (self.skipped.iter().map(|t| skip(t, "skipped_breaker"))).chain(
+            self.budget_skipped
+                .iter()
+                .map(|t| skip(t, "skipped_budget")),
+        );
         let attempts = self.path.iter().map(|a| AuditAttempt {
             target: a.target.id().to_owned(),
             start_ms: a.start.as_secs_f64() * 1000.0,

@@ -46,6 +46,7 @@ pub struct Shared {
     pub events: Arc<Events>,
     health: Mutex<HashMap<String, Arc<Health>>>,
     budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
+    target_budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
     /// Woken when a breaker has a state for the cluster (`[cluster]`).
     pub publish: Arc<tokio::sync::Notify>,
 }
@@ -58,6 +59,7 @@ impl Shared {
             events: Arc::default(),
             health: Mutex::default(),
             budgets: Mutex::default(),
+            target_budgets: Mutex::default(),
             publish: Arc::default(),
         })
     }
@@ -172,6 +174,8 @@ pub struct Target {
     /// The upstream model name as a JSON string, spliced into same-dialect bodies.
     pub model_json: String,
     pub health: Arc<Health>,
+    /// Caps the failed retries and hedges sent here, from every route.
+    pub budget: Arc<RetryBudget>,
     /// Probes get at most this long.
     pub probe_timeout: Duration,
     origin: Instant,
@@ -251,6 +255,11 @@ impl Routing {
                     )
                 });
                 health.set_policy(route.breaker.clone());
+                // And the retry budget policy of that route.
+                let budget = reuse(&shared.target_budgets, &t.id, || {
+                    RetryBudget::new(route.retry_budget.clone())
+                });
+                budget.set_policy(route.retry_budget.clone());
                 let target = Arc::new(Target {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
@@ -261,6 +270,7 @@ impl Routing {
                     config: t.clone(),
                     provider,
                     health,
+                    budget,
                     probe_timeout: route.failover.attempt_timeout.min(Duration::from_secs(10)),
                     origin,
                     parked_until_ms: AtomicU64::new(0),

@@ -138,6 +138,7 @@ pub fn failure(
     errors: &[AttemptError],
     out_of_time: bool,
     budget_spent: bool,
+    budget_skipped: &[Arc<Target>],
 ) -> Failure {
     if path.is_empty() {
         return Failure {
@@ -168,16 +169,22 @@ pub fn failure(
         .all(|e| matches!(e.status().map(|s| s.as_u16()), Some(429 | 503 | 529)));
     let (status, code) = if out_of_time || all_timeouts {
         (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
-    } else if all_overloaded || budget_spent {
+    } else if all_overloaded || budget_spent || !budget_skipped.is_empty() {
         (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
     } else {
         (StatusCode::BAD_GATEWAY, "upstream_failed")
     };
-    let budget_note = if budget_spent {
-        " (no retry: the route's retry budget is spent)"
-    } else {
-        ""
-    };
+    let mut budget_note = String::new();
+    if budget_spent {
+        budget_note.push_str(" (no retry: the route's retry budget is spent)");
+    }
+    if !budget_skipped.is_empty() {
+        let ids: Vec<&str> = budget_skipped.iter().map(|t| t.id()).collect();
+        budget_note.push_str(&format!(
+            " (not retried on {}: retry budget spent)",
+            ids.join(", ")
+        ));
+    }
     Failure {
         status,
         code,

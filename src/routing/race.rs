@@ -144,6 +144,8 @@ pub(super) struct Race<'a> {
     max_parallel: usize,
     path: Vec<AttemptRecord>,
     skipped: Vec<Arc<Target>>,
+    /// Targets passed over because their own retry budget was spent.
+    budget_skipped: Vec<Arc<Target>>,
     errors: Vec<AttemptError>,
     cur: Cursor<'a>,
     budget_spent: bool,
@@ -185,6 +187,7 @@ impl<'a> Race<'a> {
             },
             path: Vec::new(),
             skipped: Vec::new(),
+            budget_skipped: Vec::new(),
             errors: Vec::new(),
             cur: Cursor::new(policy.same_target_retries),
             budget_spent: false,
@@ -241,55 +244,77 @@ impl<'a> Race<'a> {
         let route = self.route;
         let same = route.config.failover.same_target_retries;
         let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
-        let pick = if self.req.failover {
-            pick_target(
-                route,
-                &self.cur,
-                self.cur.idx,
-                &busy,
-                self.deadline,
-                &mut self.skipped,
-                !self.open_fallback_used,
-            )
-        } else {
-            Some(Pick::Now(0))
-        };
-        let i = match pick {
-            None => return Launch::Stop,
-            Some(Pick::Now(i)) => {
-                if self
-                    .skipped
-                    .iter()
-                    .any(|t| Arc::ptr_eq(t, &route.targets[i]))
-                {
-                    // Every target left is open: this one, closest to recovery, is tried once.
-                    self.open_fallback_used = true;
+        let mut from = self.cur.idx;
+        let i = loop {
+            let pick = if self.req.failover {
+                pick_target(
+                    route,
+                    &self.cur,
+                    from,
+                    &busy,
+                    self.deadline,
+                    &mut self.skipped,
+                    !self.open_fallback_used,
+                )
+            } else {
+                (from == 0).then_some(Pick::Now(0))
+            };
+            let i = match pick {
+                None => return Launch::Stop,
+                Some(Pick::Now(i)) => i,
+                Some(Pick::After(i, wait)) => {
+                    // Only parked targets remain: wait for the one that frees up first.
+                    self.cur.move_to(i, same);
+                    self.next_at = Some(Instant::now() + wait);
+                    return Launch::Later;
                 }
-                i
+            };
+            let target = &route.targets[i];
+            if self.launched == 0 {
+                target.budget.deposit(Instant::now());
+                break i;
             }
-            Some(Pick::After(i, wait)) => {
-                // Only parked targets remain: wait for the one that frees up first.
-                self.cur.move_to(i, same);
-                self.next_at = Some(Instant::now() + wait);
-                return Launch::Later;
+            if !route.budget.try_withdraw(Instant::now()) {
+                self.count_budget_spent("route");
+                self.budget_spent = true;
+                return Launch::Stop;
             }
+            if target.budget.try_withdraw_attempt(Instant::now()) {
+                break i;
+            }
+            // This target has taken its share of failed retries: the next one may still help.
+            route.budget.refund(Instant::now());
+            self.count_budget_spent("target");
+            tracing::info!(
+                request_id = %self.req.id, route = %route.config.name, target = %target.id(),
+                "retry budget of the target spent: passed over"
+            );
+            self.budget_skipped.push(target.clone());
+            from = i + 1;
         };
+        if self
+            .skipped
+            .iter()
+            .any(|t| Arc::ptr_eq(t, &route.targets[i]))
+        {
+            // Every target left is open: this one, closest to recovery, is tried once.
+            self.open_fallback_used = true;
+        }
         if self.path.is_empty() && self.running.is_empty() && i != self.cur.idx {
             if let Some(from) = self.skipped.last() {
                 route.count_breaker_skip(from, i);
             }
         }
         self.cur.move_to(i, same);
-        if self.launched > 0 && !route.budget.try_withdraw(Instant::now()) {
-            route.metrics.inc(
-                names::RETRY_BUDGET_EXHAUSTED,
-                &[("route", &route.config.name)],
-            );
-            self.budget_spent = true;
-            return Launch::Stop;
-        }
         self.start(in_flight, i, false);
         Launch::Started
+    }
+
+    fn count_budget_spent(&self, scope: &str) {
+        self.route.metrics.inc(
+            names::RETRY_BUDGET_EXHAUSTED,
+            &[("route", &self.route.config.name), ("scope", scope)],
+        );
     }
 
     /// The hedge delay passed with the attempts still running: race one more.
@@ -297,13 +322,6 @@ impl<'a> Race<'a> {
         self.hedge_at = None;
         let route = self.route;
         if self.running.len() >= self.max_parallel || !self.can_launch() {
-            return;
-        }
-        if !route
-            .budget
-            .try_hedge(Instant::now(), route.config.hedge.budget)
-        {
-            route.hedges.count(HedgeOutcome::SkippedBudget);
             return;
         }
         let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
@@ -331,6 +349,18 @@ impl<'a> Race<'a> {
                 return;
             }
         };
+        let target = &route.targets[i];
+        let now = Instant::now();
+        if !target.budget.try_withdraw_attempt(now) {
+            route.hedges.count(HedgeOutcome::SkippedBudget);
+            self.count_budget_spent("target");
+            return;
+        }
+        if !route.budget.try_hedge(now, route.config.hedge.budget) {
+            target.budget.take_back_attempt(now);
+            route.hedges.count(HedgeOutcome::SkippedBudget);
+            return;
+        }
         tracing::info!(
             request_id = %self.req.id, route = %route.config.name, to = %route.targets[i].id(),
             "hedge fired"
@@ -342,9 +372,14 @@ impl<'a> Race<'a> {
         self.start(in_flight, i, true);
     }
 
+    /// The attempts still running are dropped (another answered): none of them failed, so
+    /// the retries among them give the target's budget back.
     fn record_running(&mut self, outcome: &'static str) {
-        for (idx, start, _) in std::mem::take(&mut self.running) {
+        for (idx, start, seq) in std::mem::take(&mut self.running) {
             let target = &self.route.targets[idx];
+            if seq > 0 {
+                target.budget.refund(start);
+            }
             self.path.push(record(
                 target,
                 self.started,
@@ -369,9 +404,13 @@ impl<'a> Race<'a> {
         let elapsed = done.start.elapsed();
         let err = match done.result {
             Ok(answer) => {
-                if done.seq > 0 && !done.hedge {
-                    // A retry that worked gives its share of the budget back.
-                    route.budget.refund(done.start);
+                if done.seq > 0 {
+                    // A retry that worked gives its share of the budgets back (a hedge only
+                    // the target's: the route's also caps the load hedges add).
+                    target.budget.refund(done.start);
+                    if !done.hedge {
+                        route.budget.refund(done.start);
+                    }
                 }
                 let served = Some(self.path.len());
                 self.path.push(record(
@@ -511,6 +550,7 @@ impl<'a> Race<'a> {
             served,
             path: std::mem::take(&mut self.path),
             skipped: std::mem::take(&mut self.skipped),
+            budget_skipped: std::mem::take(&mut self.budget_skipped),
         };
         finish(self.route, &outcome, self.started, served_idx);
         outcome
@@ -544,6 +584,7 @@ impl<'a> Race<'a> {
             &self.errors,
             out_of_time,
             self.budget_spent,
+            &self.budget_skipped,
         );
         let idx = self.cur.idx;
         self.finish(Err(f), false, None, idx)
