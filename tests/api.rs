@@ -11,14 +11,9 @@ use switchyard::mock::canonical_text;
 async fn models_health_and_unknown_paths() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, "")).await;
-    let models: Value = client()
-        .get(gw.url("/v1/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let resp = client().get(gw.url("/v1/models")).send().await.unwrap();
+    assert!(!header(&resp, "x-switchyard-request-id").is_empty());
+    let models: Value = resp.json().await.unwrap();
     assert_eq!(models["object"], "list");
     assert_eq!(models["data"][0]["id"], "chat");
     for path in ["/healthz", "/readyz"] {
@@ -29,8 +24,24 @@ async fn models_health_and_unknown_paths() {
     }
     let resp = client().get(gw.url("/v2/nothing")).send().await.unwrap();
     assert_eq!(resp.status(), 404);
+    assert!(!header(&resp, "x-switchyard-request-id").is_empty());
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "not_found");
+    // A known path with the wrong method: 405, in the envelope too.
+    let resp = client()
+        .get(gw.url("/v1/chat/completions"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert!(!header(&resp, "x-switchyard-request-id").is_empty());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("GET is not allowed on /v1/chat/completions"));
 }
 
 #[tokio::test]
@@ -43,6 +54,7 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
         .await;
     assert_eq!(resp.status(), 404);
     assert!(!header(&resp, "x-switchyard-request-id").is_empty());
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "model_not_found");
     assert_eq!(body["error"]["type"], "invalid_request_error");
@@ -55,6 +67,8 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 400);
+    assert!(!header(&resp, "x-switchyard-request-id").is_empty());
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
     let body: Value = resp.json().await.unwrap();
     assert!(body["error"]["message"]
         .as_str()
@@ -66,6 +80,7 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
         .chat(json!({"model": "chat", "messages": [{"role": "user", "content": big}]}))
         .await;
     assert_eq!(resp.status(), 413);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "request_too_large");
 
@@ -153,6 +168,7 @@ async fn with_client_keys_set_a_request_without_one_gets_401_and_reaches_no_prov
     let gw = Gateway::start(&toml).await;
     let resp = gw.chat(chat_body(false)).await;
     assert_eq!(resp.status(), 401);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_api_key");
     let resp = gw

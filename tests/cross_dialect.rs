@@ -228,6 +228,20 @@ async fn the_anthropic_api_returns_errors_in_its_own_envelope() {
         "{body}"
     );
 
+    // Refused before any upstream call: its own envelope, no attempt.
+    let resp = client()
+        .post(gw.url("/v1/messages"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
+    assert!(!header(&resp, "x-switchyard-request-id").is_empty());
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], "error");
+
     m[0].set_plan(down());
     let resp = messages(&gw, false).await;
     assert_eq!(resp.status(), 503);

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::audited;
 use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::openai::with_id;
+use super::openai::{refused, with_id};
 use super::request_id;
 use super::respond::{respond, Edge};
 use super::AppState;
@@ -29,7 +29,7 @@ pub async fn messages(State(state): State<AppState>, request: axum::extract::Req
         Ok(resp) => resp,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            err.into_dialect_response(Dialect::Anthropic)
+            refused(err.into_dialect_response(Dialect::Anthropic))
         }
     };
     with_id(resp, &id)

@@ -76,5 +76,6 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/events", get(admin::events))
         .route("/dashboard", get(dashboard::page))
         .fallback(openai::not_found)
+        .method_not_allowed_fallback(openai::method_not_allowed)
         .with_state(state)
 }

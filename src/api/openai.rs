@@ -28,6 +28,13 @@ pub(super) fn with_id(mut resp: Response, id: &str) -> Response {
     resp
 }
 
+/// A request refused before any upstream call: it says so (`x-switchyard-attempts: 0`).
+pub(super) fn refused(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
+    resp
+}
+
 /// Read the body within `max` bytes: 413 past it.
 pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
     match Limited::new(body, max).collect().await {
@@ -95,7 +102,7 @@ pub async fn chat_completions(
         Ok(resp) => resp,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            err.into_response()
+            refused(err.into_response())
         }
     };
     with_id(resp, &id)
@@ -121,16 +128,31 @@ pub async fn models(State(state): State<AppState>) -> Response {
         .route_names()
         .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "switchyard"}))
         .collect();
-    axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
+    let resp = axum::Json(serde_json::json!({"object": "list", "data": data})).into_response();
+    with_id(resp, &request_id::new())
 }
 
 /// Anything else: 404 in the OpenAI envelope.
 pub async fn not_found(uri: http::Uri) -> Response {
-    ApiError::new(
+    let resp = ApiError::new(
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         "not_found",
         format!("no such endpoint: {}", uri.path()),
     )
-    .into_response()
+    .into_response();
+    with_id(resp, &request_id::new())
+}
+
+/// A known path with another method (`GET /v1/chat/completions`): 405 in the OpenAI
+/// envelope, not an empty body.
+pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
+    let resp = ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+    .into_response();
+    with_id(resp, &request_id::new())
 }

@@ -133,7 +133,7 @@ pub async fn respond(
             &err,
             started,
         );
-        return err.into_dialect_response(dialect);
+        return super::openai::refused(err.into_dialect_response(dialect));
     };
     let req = Request {
         id: id.to_owned(),

@@ -271,7 +271,7 @@ impl<'a> Race<'a> {
             };
             let target = &route.targets[i];
             if self.launched == 0 {
-                target.budget.deposit(Instant::now());
+                target.budget.deposit(self.started);
                 break i;
             }
             if !route.budget.try_withdraw(Instant::now()) {
