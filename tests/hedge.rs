@@ -211,6 +211,9 @@ async fn hedges_that_do_not_fail_keep_the_hedge_target_budget() {
 async fn the_percentile_delay_follows_live_latency() {
     let m = mocks(2).await;
     let gw = Gateway::start(&config(&m, "[routes.hedge]\ndelay = \"p95\"\nbudget = 1.0")).await;
+    // Until 20 samples exist, the fixed fallback is what a hedge would wait, and says so.
+    let before = status(&gw).await;
+    assert_eq!(before["targets"][0]["hedge_delay_ms"], 2000.0, "{before}");
     m[0].set_plan(slow(100));
     for _ in 0..30 {
         gw.chat(chat_body(false)).await;
@@ -233,4 +236,20 @@ async fn the_percentile_delay_follows_live_latency() {
         "{:?}",
         t0.elapsed()
     );
+}
+
+#[tokio::test]
+async fn status_shows_no_hedge_delay_where_hedging_is_off_and_the_clamped_one_where_on() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "[routes.hedge]\nenabled = false")).await;
+    let off = status(&gw).await;
+    assert!(off["targets"][0]["hedge_delay_ms"].is_null(), "{off}");
+    // A fixed delay beyond half the attempt timeout is clamped to it, and shown clamped.
+    let gw = Gateway::start(&config(
+        &m,
+        "attempt_timeout = \"2s\"\n[routes.hedge]\ndelay = \"5s\"",
+    ))
+    .await;
+    let on = status(&gw).await;
+    assert_eq!(on["targets"][0]["hedge_delay_ms"], 1000.0, "{on}");
 }

@@ -38,16 +38,17 @@ pub async fn status(State(state): State<AppState>) -> Response {
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    // A target's hedge delay follows the policy of the first route naming it.
+    // The delay a hedge would wait now (the fallback until enough samples, clamped to the
+    // timeouts), by the policy of the first route naming the target; none when it hedges off.
     let hedge_delay = |t: &crate::routing::Target, stream: bool| {
-        let policy = &routing
+        let route = routing
             .config
             .routes
             .iter()
-            .find(|r| r.targets.iter().any(|x| x.id == t.id()))?
-            .hedge;
-        crate::routing::hedge::current_delay(policy, t, stream, now)
-            .map(|d| d.as_secs_f64() * 1000.0)
+            .find(|r| r.targets.iter().any(|x| x.id == t.id()))
+            .filter(|r| r.hedge.enabled)?;
+        let d = crate::routing::hedge::delay(&route.hedge, &route.failover, t, stream, now);
+        Some(d.as_secs_f64() * 1000.0)
     };
     let targets: Vec<_> = routing
         .targets()

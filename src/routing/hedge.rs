@@ -84,16 +84,3 @@ pub fn delay(
     };
     d.clamp(MIN_DELAY, ceiling.max(MIN_DELAY))
 }
-
-/// The current delay of a target for `/admin/status` (`None` until it has enough samples).
-pub fn current_delay(
-    policy: &HedgePolicy,
-    target: &Target,
-    stream: bool,
-    now: Instant,
-) -> Option<Duration> {
-    match policy.delay {
-        HedgeDelay::Fixed(d) => Some(d),
-        HedgeDelay::Percentile(q) => target.health.hedge_delay(now, stream, q, MIN_SAMPLES),
-    }
-}
