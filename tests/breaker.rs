@@ -67,6 +67,35 @@ async fn a_hard_outage_trips_after_consecutive_failures_and_the_backup_serves_wi
     assert!(metrics.contains(
         "switchyard_requests_total{route=\"chat\",target=\"p1/model-1\",outcome=\"ok\"} 20"
     ));
+    // The 15 requests passed over the open breaker in 7.5 s are one event (and one log line),
+    // not 15; while it goes on, another every 10 s.
+    assert_eq!(breaker_open_events(&gw).await, 1);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    assert_eq!(breaker_open_events(&gw).await, 2);
+}
+
+async fn breaker_open_events(gw: &Gateway) -> usize {
+    let events: Value = client()
+        .get(gw.url("/admin/events"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let events = events["events"].as_array().unwrap();
+    events
+        .iter()
+        .filter(|e| e["kind"] == "failover" && e["reason"] == "breaker_open")
+        .inspect(|e| {
+            assert_eq!(
+                (e["target"].as_str(), e["to"].as_str()),
+                (Some("p0/model-0"), Some("p1/model-1"))
+            )
+        })
+        .count()
 }
 
 #[tokio::test(start_paused = true)]

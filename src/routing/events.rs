@@ -1,6 +1,7 @@
 //! Recent notable events (failovers, breaker transitions, hedges) in a bounded ring, for the
-//! dashboard and `/admin/events`. Failovers are recorded once per request at most and the ring
-//! is small, so this is cheap enough to keep on the request path.
+//! dashboard and `/admin/events`. Failovers are recorded once per request at most (those past an
+//! open breaker once every few seconds, see [`super::SKIP_NOTE_EVERY`]) and the ring is small,
+//! so this is cheap enough to keep on the request path.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};

@@ -98,7 +98,24 @@ pub struct Route {
     /// `failovers_total{reason="breaker_open"}` by (from, to) target index: counted on every
     /// request of an outage, so resolved once here rather than looked up by labels.
     breaker_open: Vec<Vec<Arc<AtomicU64>>>,
+    /// When those were last logged and shown as an event, by the same index.
+    breaker_open_noted: Vec<Vec<SkipNote>>,
+    origin: Instant,
 }
+
+/// Failovers past an open breaker happen on every request of an outage: they are logged and
+/// shown as an event when they start and then at most every [`SKIP_NOTE_EVERY`], with the
+/// number since, rather than once per request.
+#[derive(Debug, Default)]
+struct SkipNote {
+    /// Milliseconds after the route's origin, plus one; 0: never.
+    at_ms: AtomicU64,
+    /// The counter's value when last noted.
+    counted: AtomicU64,
+}
+
+/// How often failovers past an open breaker are logged (with their count) while they go on.
+pub const SKIP_NOTE_EVERY: Duration = Duration::from_secs(10);
 
 impl Route {
     /// Count a finished client request: served by target `served` (an index), or none, with
@@ -125,16 +142,46 @@ impl Route {
     /// Count a request passed from an open breaker (target `from`) straight to target `to`:
     /// every request of an outage does this, so the counters are resolved once, at build.
     pub fn count_breaker_skip(&self, from: &Target, to: usize) {
-        let from = self
+        let Some(f) = self
             .targets
             .iter()
-            .position(|x| std::ptr::eq(x.as_ref(), from));
-        if let Some(c) = from
-            .and_then(|f| self.breaker_open.get(f))
-            .and_then(|row| row.get(to))
-        {
-            c.fetch_add(1, Ordering::Relaxed);
+            .position(|x| std::ptr::eq(x.as_ref(), from))
+        else {
+            return;
+        };
+        let (Some(c), Some(note)) = (
+            self.breaker_open.get(f).and_then(|row| row.get(to)),
+            self.breaker_open_noted.get(f).and_then(|row| row.get(to)),
+        ) else {
+            return;
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+        let now_ms = self.origin.elapsed().as_millis() as u64 + 1;
+        let last = note.at_ms.load(Ordering::Relaxed);
+        if last != 0 && now_ms < last + SKIP_NOTE_EVERY.as_millis() as u64 {
+            return;
         }
+        if note
+            .at_ms
+            .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return; // another request is noting it
+        }
+        let total = c.load(Ordering::Relaxed);
+        let count = total - note.counted.swap(total, Ordering::Relaxed);
+        let to = &self.targets[to];
+        tracing::info!(
+            route = %self.config.name, from = %from.id(), to = %to.id(), reason = "breaker_open",
+            requests = count, "failover: requests passed over an open breaker"
+        );
+        self.events.push(
+            "failover",
+            Some(&self.config.name),
+            from.id(),
+            to.id(),
+            "breaker_open",
+        );
     }
 
     /// Count a move from one target to another after a failed attempt, and show it in the
@@ -326,6 +373,10 @@ impl Routing {
                         .collect()
                 })
                 .collect();
+            let breaker_open_noted = resolved
+                .iter()
+                .map(|_| resolved.iter().map(|_| SkipNote::default()).collect())
+                .collect();
             routes.insert(
                 route.name.clone(),
                 Arc::new(Route {
@@ -338,6 +389,8 @@ impl Routing {
                     requests: rows,
                     duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
                     breaker_open,
+                    breaker_open_noted,
+                    origin,
                 }),
             );
         }
