@@ -187,4 +187,15 @@ async fn with_client_keys_set_a_request_without_one_gets_401_and_reaches_no_prov
         .chat_with(chat_body(false), &[("x-api-key", "sk-test-secret")])
         .await;
     assert_eq!(resp.status(), 200);
+    // The route list too.
+    let resp = client().get(gw.url("/v1/models")).send().await.unwrap();
+    assert_eq!(resp.status(), 401);
+    assert!(!resp.text().await.unwrap().contains("chat"));
+    let resp = client()
+        .get(gw.url("/v1/models"))
+        .bearer_auth("sk-test-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
 }

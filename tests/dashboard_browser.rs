@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: a gateway with two mocks in this process, light traffic
 //! through it, and `tests/browser/dashboard.mjs` driving headless Chromium against
 //! `/dashboard` (every target shown; a breaker forced open through the admin API shows as
-//! open; the page's buttons work). The screenshot lands in `target/dashboard.png`.
+//! open; the page's buttons work, asking once for the client key the gateway's `[auth]` needs).
+//! The screenshot lands in `target/dashboard.png`.
 //!
 //! Needs node, Debian's chromium and `npm ci` in `tests/browser`. Without them the test is
 //! skipped with a loud message, except under CI (`CI` set), where that is a failure.
@@ -15,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use support::*;
 use switchyard::mock::FaultPlan;
+
+/// The client key of the gateway's `[auth]` (see `with_client_key`).
+const KEY: &str = "sk-test-secret";
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
@@ -45,6 +49,7 @@ fn missing() -> Option<String> {
 /// Run the script, killing it if it hangs.
 fn run_script(url: &str, screenshot: &Path) -> (bool, String) {
     let mut child = Command::new("node")
+        .env("SWITCHYARD_KEY", KEY)
         .arg(browser_dir().join("dashboard.mjs"))
         .arg(url)
         .arg(screenshot)
@@ -91,7 +96,8 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
         latency_ms: 20,
         ..Default::default()
     });
-    let gw = Gateway::start(&config(&m, "")).await;
+    // With client keys set: the page's override buttons must ask for one.
+    let gw = Gateway::start(&with_client_key(&config(&m, ""))).await;
     let url = gw.url("");
     let traffic_url = gw.url("/v1/chat/completions");
     let traffic = tokio::spawn(async move {
@@ -99,6 +105,7 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
         for i in 0u32.. {
             let _ = client
                 .post(&traffic_url)
+                .bearer_auth(KEY)
                 .json(&chat_body(i % 3 == 0))
                 .send()
                 .await;

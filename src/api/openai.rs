@@ -121,15 +121,20 @@ async fn serve_chat(
     Ok(respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await)
 }
 
-/// `GET /v1/models`: the routes, in the OpenAI list shape.
-pub async fn models(State(state): State<AppState>) -> Response {
+/// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`
+/// is set, as for completions: the SDKs send it).
+pub async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
+    let id = request_id::new();
+    if let Some(Err(e)) = state.auth.as_ref().map(|auth| auth.check(&h)) {
+        return with_id(e.into_response(), &id);
+    }
     let routing = state.routing.load();
     let data: Vec<_> = routing
         .route_names()
         .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "switchyard"}))
         .collect();
     let resp = axum::Json(serde_json::json!({"object": "list", "data": data})).into_response();
-    with_id(resp, &request_id::new())
+    with_id(resp, &id)
 }
 
 /// Anything else: 404 in the OpenAI envelope.

@@ -2,7 +2,8 @@
 //   node tests/browser/dashboard.mjs http://127.0.0.1:PORT [SCREENSHOT.png]
 // Checks that the page shows every target of /admin/status with its breaker state, that a
 // breaker forced open through the admin API shows as open, that the page's own buttons close
-// and open it, that the event list shows the transition, and that the page loads nothing from
+// and open it (with SWITCHYARD_KEY set, against a gateway with [auth] keys: asking for the key
+// once), that the event list shows the transition, and that the page loads nothing from
 // anywhere but the gateway and logs no errors. Saves a screenshot (default target/dashboard.png)
 // and prints its path. Exit status 0 on success, 1 on a failed check, 2 on bad usage.
 //
@@ -25,13 +26,15 @@ const shot = path.resolve(process.argv[3] || path.join(here, "..", "..", "target
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const step = (msg) => console.log(`dashboard test: ${msg}`);
 
+// A client key, when the gateway has [auth] keys: the admin API needs it, and the page's
+// buttons ask for it once (a prompt) and keep it for the tab.
+const key = process.env.SWITCHYARD_KEY || "";
+
 async function admin(target, action) {
   const url = `${base}/admin/targets/${target}/breaker`;
-  const r = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ action }),
-  });
+  const headers = { "content-type": "application/json" };
+  if (key) headers.authorization = `Bearer ${key}`;
+  const r = await fetch(url, { method: "POST", headers, body: JSON.stringify({ action }) });
   if (!r.ok) throw new Error(`POST ${url} ${action}: ${r.status} ${await r.text()}`);
 }
 
@@ -55,8 +58,23 @@ try {
   });
   const page = context.pages()[0] || (await context.newPage());
   page.setDefaultTimeout(10_000);
-  page.on("console", (m) => m.type() === "error" && problems.push(`console error: ${m.text()}`));
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    // The browser logs the 401 that makes the page ask for the key (counted as `prompts`).
+    if (key && m.text().includes("status of 401")) return;
+    problems.push(`console error: ${m.text()}`);
+  });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  let prompts = 0;
+  page.on("dialog", async (d) => {
+    if (d.type() === "prompt" && key) {
+      prompts++;
+      await d.accept(key);
+    } else {
+      problems.push(`unexpected ${d.type()}: ${d.message()}`);
+      await d.dismiss();
+    }
+  });
   page.on("request", (r) => {
     if (!r.url().startsWith(base + "/")) problems.push(`request outside the gateway: ${r.url()}`);
   });
@@ -87,7 +105,8 @@ try {
   await page.locator(`#targets tr[data-target="${victim}"][data-state="closed"]`).waitFor();
   await row(victim).locator('button[data-action="open"]').click();
   await page.locator(`#targets tr[data-target="${victim}"][data-state="open"]`).waitFor();
-  step("the page's close and open buttons work");
+  if (prompts !== (key ? 1 : 0)) throw new Error(`asked for the client key ${prompts} times`);
+  step(`the page's close and open buttons work${key ? " (the client key asked for once)" : ""}`);
 
   // Let the charts gather a few seconds of history for the screenshot.
   await page.waitForTimeout(8000);
