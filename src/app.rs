@@ -55,49 +55,213 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
     })
 }
 
-/// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests.
-/// The health prober runs alongside and stops with it. The audit writer (unless `state`
-/// already has one) starts here, once: a reload does not restart it; it is flushed after the
-/// last request drained.
+/// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests,
+/// on the runtime it is called from (tests, the demo; `serve` uses [`Server`]). The health
+/// prober runs alongside and stops with it. The audit writer (unless `state` already has one)
+/// starts here, once: a reload does not restart it; it is flushed after the last request
+/// drained.
 pub async fn serve(
     listener: TcpListener,
     mut state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
-    let mut audit_writer = None;
-    if !state.audit.enabled() {
-        let config = state.routing.load().config.clone();
-        let (handle, writer) = crate::audit::start(
-            &config.audit,
-            Redactor::for_config(&config),
-            &state.shared.metrics,
-        )
-        .await?;
-        state.audit = handle;
-        audit_writer = Some(writer);
-    }
-    let prober = tokio::spawn(probe::run(state.routing.clone()));
-    let cluster = state
-        .cluster
-        .clone()
-        .map(|c| tokio::spawn(crate::cluster::run(c, state.shared.clone())));
-    let app = router(state);
+    let background = Background::start(&mut state).await?;
+    let result = serve_on(listener, router(state), shutdown).await;
+    background.stop().await;
+    result
+}
+
+/// One listener's accept loop and connections, drained when `shutdown` resolves.
+async fn serve_on(
+    listener: TcpListener,
+    app: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), AppError> {
     // Small writes (SSE chunks, headers then body) must leave at once: no Nagle.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let result = axum::serve(listener, app)
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await;
-    prober.abort();
-    if let Some(sync) = cluster {
-        sync.abort();
-    }
-    if let Some(writer) = audit_writer {
-        writer.shutdown().await;
-    }
-    result?;
+        .await?;
     Ok(())
+}
+
+/// What runs beside the server: the audit writer, the health prober, the cluster sync.
+struct Background {
+    audit_writer: Option<crate::audit::AuditWriter>,
+    prober: tokio::task::JoinHandle<()>,
+    cluster: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Background {
+    async fn start(state: &mut AppState) -> Result<Background, AppError> {
+        let mut audit_writer = None;
+        if !state.audit.enabled() {
+            let config = state.routing.load().config.clone();
+            let (handle, writer) = crate::audit::start(
+                &config.audit,
+                Redactor::for_config(&config),
+                &state.shared.metrics,
+            )
+            .await?;
+            state.audit = handle;
+            audit_writer = Some(writer);
+        }
+        Ok(Background {
+            audit_writer,
+            prober: tokio::spawn(probe::run(state.routing.clone())),
+            cluster: state
+                .cluster
+                .clone()
+                .map(|c| tokio::spawn(crate::cluster::run(c, state.shared.clone()))),
+        })
+    }
+
+    /// After the last request drained: stop, and flush the audit log.
+    async fn stop(self) {
+        self.prober.abort();
+        if let Some(sync) = self.cluster {
+            sync.abort();
+        }
+        if let Some(writer) = self.audit_writer {
+            writer.shutdown().await;
+        }
+    }
+}
+
+/// The gateway's own server threads (`switchyard serve`): `workers` listeners on one address
+/// (`SO_REUSEPORT`: the kernel spreads new connections over them), each served by a thread
+/// with a single-threaded runtime of its own, and upstream connections of its own (see
+/// [`crate::provider::enter_worker`]). A request, its upstream call and its stream's chunks
+/// then stay on one thread: no hand-off wakes another thread, which on a multi-threaded
+/// runtime cost a streamed answer ~0.1 ms before its first chunk (`docs/BENCHMARKS.md`).
+/// What runs beside the server (audit writer, prober, cluster sync, reload) stays on the
+/// runtime [`Server::run`] is called from.
+#[derive(Debug)]
+pub struct Server {
+    listeners: Vec<std::net::TcpListener>,
+    addr: std::net::SocketAddr,
+}
+
+impl Server {
+    /// Bind `workers` listeners on `addr` (port 0: one free port for all). Fails as a plain
+    /// bind would when the address is taken, even by a process that shares ports this way.
+    /// Call from inside a tokio runtime.
+    pub fn bind(addr: std::net::SocketAddr, workers: usize) -> Result<Server, AppError> {
+        if addr.port() != 0 {
+            // Sockets that share a port all set SO_REUSEPORT, so a second switchyard on this
+            // address would bind too, and take half the connections: refuse, as bind does.
+            drop(std::net::TcpListener::bind(addr)?);
+        }
+        let mut listeners = Vec::with_capacity(workers.max(1));
+        let mut bound = addr;
+        for _ in 0..workers.max(1) {
+            let socket = if addr.is_ipv4() {
+                tokio::net::TcpSocket::new_v4()?
+            } else {
+                tokio::net::TcpSocket::new_v6()?
+            };
+            socket.set_reuseaddr(true)?;
+            #[cfg(all(unix, not(any(target_os = "solaris", target_os = "illumos"))))]
+            socket.set_reuseport(true)?;
+            socket.bind(bound)?;
+            let listener = socket.listen(1024)?;
+            bound = listener.local_addr()?;
+            listeners.push(listener.into_std()?);
+            if cfg!(not(all(
+                unix,
+                not(any(target_os = "solaris", target_os = "illumos"))
+            ))) {
+                break; // no port sharing here: one server thread
+            }
+        }
+        Ok(Server {
+            listeners,
+            addr: bound,
+        })
+    }
+
+    /// The address the listeners are bound to.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Serve until `shutdown` resolves (or a server thread fails), then drain every thread's
+    /// in-flight requests and streams, and flush the audit log.
+    pub async fn run(
+        self,
+        mut state: AppState,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), AppError> {
+        let background = Background::start(&mut state).await?;
+        let app = router(state);
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let mut threads = Vec::with_capacity(self.listeners.len());
+        for (index, listener) in self.listeners.into_iter().enumerate() {
+            let (done, finished) = tokio::sync::oneshot::channel();
+            let app = app.clone();
+            let mut stopping = stopping.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("switchyard-{index}"))
+                .spawn(move || {
+                    crate::provider::enter_worker(index);
+                    let result = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(AppError::from)
+                        .and_then(|rt| {
+                            rt.block_on(async move {
+                                let listener = TcpListener::from_std(listener)?;
+                                let stop = async move {
+                                    let _ = stopping.wait_for(|stop| *stop).await;
+                                };
+                                serve_on(listener, app, stop).await
+                            })
+                        });
+                    let _ = done.send(result);
+                });
+            match spawned {
+                Ok(_) => threads.push(finished),
+                Err(e) => {
+                    let _ = stop.send(true);
+                    background.stop().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        // Until the signal, or until a thread ends on its own (an error).
+        let mut first = futures_util::future::select_all(threads.iter_mut());
+        let early = tokio::select! {
+            () = shutdown => None,
+            (result, index, _) = &mut first => Some((index, result)),
+        };
+        drop(first);
+        let _ = stop.send(true);
+        let mut result = Ok(());
+        for (index, finished) in threads.into_iter().enumerate() {
+            let outcome = match &early {
+                Some((i, _)) if *i == index => continue,
+                _ => finished.await,
+            };
+            if let Ok(Err(e)) = outcome {
+                tracing::error!(thread = index, error = %e, "server thread failed");
+                result = result.and(Err(e));
+            }
+        }
+        if let Some((index, outcome)) = early {
+            let e = match outcome {
+                Ok(Err(e)) => e,
+                Ok(Ok(())) | Err(_) => AppError::Io(std::io::Error::other(format!(
+                    "server thread {index} stopped"
+                ))),
+            };
+            tracing::error!(thread = index, error = %e, "server thread ended early");
+            result = Err(e);
+        }
+        background.stop().await;
+        result
+    }
 }
 
 /// Swap in a new config, keeping breakers, SLIs, budgets and metrics of what still exists; on

@@ -77,11 +77,15 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
         Command::Serve { config: path } => {
             let config = Config::load(&path)?;
             let listen = config.server.listen;
+            let workers = config.server.workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |n| n.get() as usize,
+            );
             let state = app::build_state(config)?;
-            let listener = TcpListener::bind(listen).await?;
-            tracing::info!(addr = %listener.local_addr()?, config = %path.display(), "switchyard listening");
+            let server = app::Server::bind(listen, workers)?;
+            tracing::info!(addr = %server.local_addr(), workers, config = %path.display(), "switchyard listening");
             let watcher = tokio::spawn(app::watch_config(state.clone(), path));
-            let result = app::serve(listener, state, app::shutdown_signal()).await;
+            let result = server.run(state, app::shutdown_signal()).await;
             watcher.abort();
             result
         }

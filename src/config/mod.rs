@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Largest accepted request body, in bytes.
     pub max_body: usize,
+    /// Threads serving clients, each with its own event loop, listener and upstream
+    /// connections (`serve`); `None`: one per core.
+    pub workers: Option<std::num::NonZeroU32>,
 }
 
 /// The wire format and URL scheme a provider speaks.

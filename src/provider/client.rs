@@ -11,6 +11,10 @@
 //! Idle connections are closed after 60 to 90 s by a sweep every 30 s, without reading the
 //! clock per request.
 //!
+//! With the server on several threads of its own (`app::Server`), each has its own pools: a
+//! connection is driven by a task on the runtime that opened it, so a request served on one
+//! thread never waits for another thread to be woken to write or read its upstream call.
+//!
 //! A request that could not be written on a pooled connection (it was closing) is sent on
 //! another one; a request once written is never sent again here.
 //!
@@ -18,6 +22,7 @@
 //! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`, read as curl reads them) is
 //! used through a `CONNECT` tunnel, with the proxy URL's user and password as basic auth.
 
+use std::cell::Cell;
 use std::error::Error;
 use std::future::Future;
 use std::pin::Pin;
@@ -130,7 +135,19 @@ pub enum SendError {
 #[derive(Debug)]
 pub struct HttpClient {
     connector: HttpsConnector<Dial>,
-    pool: Arc<Pool>,
+    /// One pool per server thread (see [`enter_worker`]); threads beyond the machine's cores
+    /// share them.
+    pools: Box<[Arc<Pool>]>,
+}
+
+thread_local! {
+    /// Which server thread this is (0 for every other thread).
+    static WORKER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Mark this thread as server thread `index`: its upstream calls use their own pools.
+pub fn enter_worker(index: usize) {
+    WORKER.with(|w| w.set(index));
 }
 
 /// A connection taken from the pool or just made.
@@ -237,9 +254,10 @@ fn client_over(config: &ProviderConfig, tls: HttpsConnectorBuilder<WantsSchemes>
         .enable_http1()
         .enable_http2()
         .wrap_connector(dial(config, &Matcher::from_env()));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     HttpClient {
         connector,
-        pool: Arc::default(),
+        pools: (0..threads).map(|_| Arc::default()).collect(),
     }
 }
 
@@ -252,7 +270,8 @@ impl HttpClient {
     ) -> Result<Response<Body>, SendError> {
         let uri = req.uri().clone();
         *req.uri_mut() = origin_form(&uri);
-        while let Some(conn) = self.pool.checkout() {
+        let pool = &self.pools[WORKER.with(Cell::get) % self.pools.len()];
+        while let Some(conn) = pool.checkout() {
             match conn {
                 Conn::H2(conn) => return self.send_h2(conn, req, &uri).await,
                 Conn::H1(mut conn) => {
@@ -260,7 +279,7 @@ impl HttpClient {
                         continue;
                     }
                     match conn.try_send_request(req).await {
-                        Ok(resp) => return Ok(self.pooled(resp, conn)),
+                        Ok(resp) => return Ok(pooled(pool, resp, conn)),
                         Err(mut e) => match e.take_message() {
                             // Not written: the connection was closing. Another one takes it.
                             Some(unsent) => req = unsent,
@@ -272,26 +291,13 @@ impl HttpClient {
         }
         // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline, it would
         // make every request's future (moved into a box per attempt) that much larger.
-        match Box::pin(self.connect(&uri)).await? {
+        match Box::pin(self.connect(pool, &uri)).await? {
             Conn::H2(conn) => self.send_h2(conn, req, &uri).await,
             Conn::H1(mut conn) => {
                 let resp = conn.send_request(req).await?;
-                Ok(self.pooled(resp, conn))
+                Ok(pooled(pool, resp, conn))
             }
         }
-    }
-
-    /// An HTTP/1 response whose connection goes back to the pool when its body has been read.
-    fn pooled(
-        &self,
-        resp: Response<Incoming>,
-        conn: http1::SendRequest<Full<Bytes>>,
-    ) -> Response<Body> {
-        let pool = Arc::clone(&self.pool);
-        resp.map(|inner| Body {
-            inner,
-            reuse: Some((conn, pool)),
-        })
     }
 
     async fn send_h2(
@@ -307,9 +313,10 @@ impl HttpClient {
         Ok(resp.map(|inner| Body { inner, reuse: None }))
     }
 
-    /// A new connection to `uri`'s scheme and authority, HTTP/2 if the server chose it by ALPN.
-    async fn connect(&self, uri: &Uri) -> Result<Conn, SendError> {
-        self.pool.start_sweeping();
+    /// A new connection to `uri`'s scheme and authority, HTTP/2 if the server chose it by ALPN
+    /// (then shared through `pool`).
+    async fn connect(&self, pool: &Arc<Pool>, uri: &Uri) -> Result<Conn, SendError> {
+        pool.start_sweeping();
         let mut connector = self.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -328,7 +335,7 @@ impl HttpClient {
                     tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
                 }
             });
-            self.pool.set_h2(&conn);
+            pool.set_h2(&conn);
             Ok(Conn::H2(conn))
         } else {
             let (conn, driver) = http1::handshake(io).await?;
@@ -340,6 +347,19 @@ impl HttpClient {
             Ok(Conn::H1(conn))
         }
     }
+}
+
+/// An HTTP/1 response whose connection goes back to `pool` when its body has been read.
+fn pooled(
+    pool: &Arc<Pool>,
+    resp: Response<Incoming>,
+    conn: http1::SendRequest<Full<Bytes>>,
+) -> Response<Body> {
+    let pool = Arc::clone(pool);
+    resp.map(|inner| Body {
+        inner,
+        reuse: Some((conn, pool)),
+    })
 }
 
 /// `/path?query` of an absolute URI, as HTTP/1 sends it.

@@ -159,12 +159,12 @@ async fn idle_connections_are_closed_after_two_whole_sweeps() {
     let up = upstream(false).await;
     let client = client(up.addr);
     call(&client, up.addr).await;
-    let idle = || client.pool.lock().idle.len();
+    let idle = || client.pools[0].lock().idle.len();
     assert_eq!(idle(), 1);
-    client.pool.sweep();
-    client.pool.sweep();
+    client.pools[0].sweep();
+    client.pools[0].sweep();
     assert_eq!(idle(), 1, "idle for less than two whole sweeps");
-    client.pool.sweep();
+    client.pools[0].sweep();
     assert_eq!(idle(), 0);
     eventually("the server sees the connection close", || {
         up.ended.load(Ordering::SeqCst) == 1
@@ -172,11 +172,35 @@ async fn idle_connections_are_closed_after_two_whole_sweeps() {
     .await;
     // A connection used since the last sweep stays.
     call(&client, up.addr).await;
-    client.pool.sweep();
+    client.pools[0].sweep();
     call(&client, up.addr).await;
-    client.pool.sweep();
-    client.pool.sweep();
+    client.pools[0].sweep();
+    client.pools[0].sweep();
     assert_eq!(idle(), 1);
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn each_server_thread_has_its_own_connections() {
+    let up = upstream(false).await;
+    let mut client = client(up.addr);
+    client.pools = (0..2).map(|_| Arc::default()).collect();
+    call(&client, up.addr).await;
+    enter_worker(1);
+    call(&client, up.addr).await;
+    assert_eq!(
+        up.accepted.load(Ordering::SeqCst),
+        2,
+        "not thread 0's connection"
+    );
+    call(&client, up.addr).await;
+    enter_worker(0);
+    call(&client, up.addr).await;
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 2, "each reuses its own");
+    // Threads beyond the pools share them.
+    enter_worker(3);
+    call(&client, up.addr).await;
+    enter_worker(0);
     assert_eq!(up.accepted.load(Ordering::SeqCst), 2);
 }
 

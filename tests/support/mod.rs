@@ -20,6 +20,17 @@ impl Gateway {
     /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`). Without an
     /// `[audit]` table the audit log is off (its default would write a file in the crate).
     pub async fn start(toml: &str) -> Gateway {
+        Self::launch(toml, None).await
+    }
+
+    /// As [`Gateway::start`], served as `switchyard serve` serves: by `workers` threads of
+    /// their own (`app::Server`).
+    #[allow(dead_code)]
+    pub async fn start_threads(toml: &str, workers: usize) -> Gateway {
+        Self::launch(toml, Some(workers)).await
+    }
+
+    async fn launch(toml: &str, workers: Option<usize>) -> Gateway {
         let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
         let toml = &if toml.contains("[audit]") {
             toml.to_owned()
@@ -29,16 +40,25 @@ impl Gateway {
         let config = Config::from_toml(toml, &env)
             .unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
         let state = switchyard::app::build_state(config).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            switchyard::app::serve(listener, state, async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        });
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let (addr, task) = match workers {
+            None => {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let served = switchyard::app::serve(listener, state, stopped);
+                (addr, tokio::spawn(async move { served.await.unwrap() }))
+            }
+            Some(n) => {
+                let server =
+                    switchyard::app::Server::bind("127.0.0.1:0".parse().unwrap(), n).unwrap();
+                let addr = server.local_addr();
+                let served = server.run(state, stopped);
+                (addr, tokio::spawn(async move { served.await.unwrap() }))
+            }
+        };
         Gateway {
             addr,
             stop: Some(stop),

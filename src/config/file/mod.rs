@@ -33,6 +33,7 @@ pub(super) struct RawConfig {
 pub(super) struct RawServer {
     pub listen: Option<String>,
     pub max_body: Option<SizeText>,
+    pub workers: Option<u32>,
 }
 
 /// One `[[providers]]` entry.

@@ -14,6 +14,7 @@ fn server_and_provider_defaults() {
     let config = load(&with_route(""));
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(config.server.max_body, 8 * 1024 * 1024);
+    assert_eq!(config.server.workers, None, "one per core");
     let openai = &config.providers[0];
     assert_eq!(openai.kind, ProviderKind::OpenAi);
     assert_eq!(
@@ -178,6 +179,7 @@ max_parallel = 3
 [server]
 listen = "0.0.0.0:9000"
 max_body = "512KiB"
+workers = 3
 
 [audit]
 store = "off"
@@ -203,6 +205,7 @@ redis = "redis://127.0.0.1:6379"
     assert_eq!(route.hedge.max_parallel.get(), 3);
     assert_eq!(config.server.listen.to_string(), "0.0.0.0:9000");
     assert_eq!(config.server.max_body, 512 * 1024);
+    assert_eq!(config.server.workers.map(|n| n.get()), Some(3));
     assert_eq!(config.audit.store, AuditStore::Off);
     assert!(config.audit.bodies);
     assert_eq!(

@@ -29,6 +29,14 @@ fn wrong_type_and_unknown_top_level_key() {
     );
     assert_eq!(e.hint.as_deref(), Some("expected u32"));
     error_at(&errs, "serverr", "unknown top-level key");
+    for bad in ["0", "5000"] {
+        let errs = errors(&with_route(&format!("[server]\nworkers = {bad}")));
+        let e = error_at(&errs, "server.workers", "must be between 1 and 1024");
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("leave it out for one thread per core")
+        );
+    }
     let errs = errors(&format!(
         "{PROVIDERS}\n[[routes]]\nname = \"r\"\ntargets = [\
          {{ provider = \"openai\", model = \"m\" }}, {{ provider = \"openai\", modle = \"x\" }}]"

@@ -147,11 +147,26 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
                 None
             }
         });
+    let workers = raw.workers.and_then(|n| {
+        let n = std::num::NonZeroU32::new(n).filter(|n| n.get() <= MAX_WORKERS);
+        if n.is_none() {
+            ctx.error(
+                "server.workers",
+                format!("must be between 1 and {MAX_WORKERS}"),
+                "leave it out for one thread per core",
+            );
+        }
+        n
+    });
     ServerConfig {
         listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
         max_body: max_body.unwrap_or(8 << 20),
+        workers,
     }
 }
+
+/// More server threads than this is a typo, not a machine.
+const MAX_WORKERS: u32 = 1024;
 
 const SIZE_HINT: &str = "sizes look like \"8MiB\", \"512KiB\", \"1MB\" or a number of bytes";
 
