@@ -189,79 +189,122 @@ impl Server {
 
     /// Serve until `shutdown` resolves (or a server thread fails), then drain every thread's
     /// in-flight requests and streams, and flush the audit log.
+    ///
+    /// What runs beside the server (audit writer, prober, cluster sync) runs on thread 0's
+    /// runtime: the audit writer's work then shares a thread with requests instead of adding
+    /// threads for the two cores to switch between.
     pub async fn run(
         self,
         mut state: AppState,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), AppError> {
-        let background = Background::start(&mut state).await?;
-        let app = router(state);
         let (stop, stopping) = tokio::sync::watch::channel(false);
-        let mut threads = Vec::with_capacity(self.listeners.len());
-        for (index, listener) in self.listeners.into_iter().enumerate() {
-            let (done, finished) = tokio::sync::oneshot::channel();
-            let app = app.clone();
-            let mut stopping = stopping.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("switchyard-{index}"))
-                .spawn(move || {
-                    crate::provider::enter_worker(index);
-                    let result = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(AppError::from)
-                        .and_then(|rt| {
-                            rt.block_on(async move {
-                                let listener = TcpListener::from_std(listener)?;
-                                let stop = async move {
-                                    let _ = stopping.wait_for(|stop| *stop).await;
-                                };
-                                serve_on(listener, app, stop).await
-                            })
-                        });
-                    let _ = done.send(result);
-                });
-            match spawned {
-                Ok(_) => threads.push(finished),
+        let stopped = move |mut stopping: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
+        };
+        let mut listeners = self.listeners.into_iter();
+        let Some(first) = listeners.next() else {
+            return Err(std::io::Error::other("no listener").into());
+        };
+        // Thread 0 starts the background, hands the router over, serves, and flushes the audit
+        // log once every thread has drained (`flush`).
+        let (ready, router_rx) = tokio::sync::oneshot::channel();
+        let (flush, flush_rx) = tokio::sync::oneshot::channel::<()>();
+        let stop0 = stopped(stopping.clone());
+        let mut threads = vec![spawn_thread(0, move || async move {
+            let background = match Background::start(&mut state).await {
+                Ok(b) => b,
                 Err(e) => {
+                    let _ = ready.send(None);
+                    return Err(e);
+                }
+            };
+            let app = router(state);
+            let _ = ready.send(Some(app.clone()));
+            let result = match TcpListener::from_std(first) {
+                Ok(listener) => serve_on(listener, app, stop0).await,
+                Err(e) => Err(e.into()),
+            };
+            let _ = flush_rx.await;
+            background.stop().await;
+            result
+        })?];
+        let Ok(Some(app)) = router_rx.await else {
+            // Thread 0 could not start the background (the audit store): its error says why.
+            let thread0 = threads.remove(0);
+            return Err(thread0
+                .await
+                .ok()
+                .and_then(Result::err)
+                .unwrap_or_else(|| std::io::Error::other("server thread 0 stopped").into()));
+        };
+        for (i, listener) in listeners.enumerate() {
+            let (app, stop_i) = (app.clone(), stopped(stopping.clone()));
+            let spawned = spawn_thread(i + 1, move || async move {
+                serve_on(TcpListener::from_std(listener)?, app, stop_i).await
+            });
+            match spawned {
+                Ok(done) => threads.push(done),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not start a server thread");
                     let _ = stop.send(true);
-                    background.stop().await;
-                    return Err(e.into());
+                    break;
                 }
             }
         }
         // Until the signal, or until a thread ends on its own (an error).
-        let mut first = futures_util::future::select_all(threads.iter_mut());
-        let early = tokio::select! {
-            () = shutdown => None,
-            (result, index, _) = &mut first => Some((index, result)),
+        let early = {
+            let first_done = futures_util::future::select_all(threads.iter_mut());
+            tokio::select! {
+                () = shutdown => None,
+                (_, index, _) = first_done => Some(index),
+            }
         };
-        drop(first);
         let _ = stop.send(true);
         let mut result = Ok(());
-        for (index, finished) in threads.into_iter().enumerate() {
-            let outcome = match &early {
-                Some((i, _)) if *i == index => continue,
-                _ => finished.await,
-            };
-            if let Ok(Err(e)) = outcome {
-                tracing::error!(thread = index, error = %e, "server thread failed");
-                result = result.and(Err(e));
+        if let Some(index) = early {
+            tracing::error!(thread = index, "a server thread ended early: stopping");
+            result = Err(std::io::Error::other(format!("server thread {index} stopped")).into());
+        }
+        let thread0 = threads.remove(0);
+        for (i, done) in threads.into_iter().enumerate() {
+            if let Ok(Err(e)) = done.await {
+                tracing::error!(thread = i + 1, error = %e, "server thread failed");
+                result = Err(e);
             }
         }
-        if let Some((index, outcome)) = early {
-            let e = match outcome {
-                Ok(Err(e)) => e,
-                Ok(Ok(())) | Err(_) => AppError::Io(std::io::Error::other(format!(
-                    "server thread {index} stopped"
-                ))),
-            };
-            tracing::error!(thread = index, error = %e, "server thread ended early");
+        let _ = flush.send(());
+        if let Ok(Err(e)) = thread0.await {
+            tracing::error!(thread = 0, error = %e, "server thread failed");
             result = Err(e);
         }
-        background.stop().await;
         result
     }
+}
+
+/// Run `serve()` on a thread of its own with a single-threaded runtime, as server thread
+/// `index`; the receiver gets its result (an error if the thread panicked: dropped sender).
+fn spawn_thread<F, Fut>(
+    index: usize,
+    serve: F,
+) -> Result<tokio::sync::oneshot::Receiver<Result<(), AppError>>, AppError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(), AppError>>,
+{
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("switchyard-{index}"))
+        .spawn(move || {
+            crate::provider::enter_worker(index);
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(AppError::from)
+                .and_then(|rt| rt.block_on(serve()));
+            let _ = done.send(result);
+        })?;
+    Ok(finished)
 }
 
 /// Swap in a new config, keeping breakers, SLIs, budgets and metrics of what still exists; on
