@@ -136,8 +136,8 @@ impl Background {
 /// [`crate::provider::enter_worker`]). A request, its upstream call and its stream's chunks
 /// then stay on one thread: no hand-off wakes another thread, which on a multi-threaded
 /// runtime cost a streamed answer ~0.1 ms before its first chunk (`docs/BENCHMARKS.md`).
-/// What runs beside the server (audit writer, prober, cluster sync, reload) stays on the
-/// runtime [`Server::run`] is called from.
+/// What runs beside the server (audit writer, prober, cluster sync) runs on thread 0's
+/// runtime; the config watcher on the caller's.
 #[derive(Debug)]
 pub struct Server {
     listeners: Vec<std::net::TcpListener>,
@@ -266,17 +266,29 @@ impl Server {
             tracing::error!(thread = index, "a server thread ended early: stopping");
             result = Err(std::io::Error::other(format!("server thread {index} stopped")).into());
         }
-        let thread0 = threads.remove(0);
-        for (i, done) in threads.into_iter().enumerate() {
+        // Thread 0 flushes the audit log once the others have drained. (A thread that ended
+        // early was awaited already: a oneshot is not awaited twice.)
+        let mut rest: Vec<_> = threads
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != early)
+            .collect();
+        let thread0 = match rest.first() {
+            Some((0, _)) => Some(rest.remove(0)),
+            _ => None,
+        };
+        for (i, done) in rest {
             if let Ok(Err(e)) = done.await {
-                tracing::error!(thread = i + 1, error = %e, "server thread failed");
+                tracing::error!(thread = i, error = %e, "server thread failed");
                 result = Err(e);
             }
         }
         let _ = flush.send(());
-        if let Ok(Err(e)) = thread0.await {
-            tracing::error!(thread = 0, error = %e, "server thread failed");
-            result = Err(e);
+        if let Some((_, done)) = thread0 {
+            if let Ok(Err(e)) = done.await {
+                tracing::error!(thread = 0, error = %e, "server thread failed");
+                result = Err(e);
+            }
         }
         result
     }
