@@ -168,8 +168,10 @@ impl Route {
         {
             return; // another request is noting it
         }
+        // The counter outlives reloads; this note does not: the first one counts this request.
         let total = c.load(Ordering::Relaxed);
-        let count = total - note.counted.swap(total, Ordering::Relaxed);
+        let before = note.counted.swap(total, Ordering::Relaxed);
+        let count = if last == 0 { 1 } else { total - before };
         let to = &self.targets[to];
         tracing::info!(
             route = %self.config.name, from = %from.id(), to = %to.id(), reason = "breaker_open",
