@@ -59,13 +59,7 @@ async fn bad_requests_get_openai_errors_and_reach_no_provider() {
     assert_eq!(body["error"]["code"], "model_not_found");
     assert_eq!(body["error"]["type"], "invalid_request_error");
 
-    let resp = client()
-        .post(gw.url("/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
+    let resp = post_text(&gw, "/v1/chat/completions", "{not json").await;
     assert_eq!(resp.status(), 400);
     assert!(!header(&resp, "x-switchyard-request-id").is_empty());
     assert_eq!(header(&resp, "x-switchyard-attempts"), "0");

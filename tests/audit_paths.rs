@@ -114,9 +114,8 @@ both!(breaker_skip);
 /// passes it over for its spent budget, and the record says so.
 async fn budget_skip(store: TestStore) {
     let m = mocks(3).await;
-    let extra = "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\n\
-                 min_requests = 100000\n[routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
-    let gw = Gateway::start(&with_audit(&config(&m, extra), &store.url(), "")).await;
+    let toml = config(&m, &budget_only(0.2, 0));
+    let gw = Gateway::start(&with_audit(&toml, &store.url(), "")).await;
     for _ in 0..10 {
         assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
     }

@@ -77,16 +77,10 @@ async fn a_hard_outage_trips_after_consecutive_failures_and_the_backup_serves_wi
 }
 
 async fn breaker_open_events(gw: &Gateway) -> usize {
-    let events: Value = client()
-        .get(gw.url("/admin/events"))
-        .send()
-        .await
+    let events = get_json(gw, "/admin/events").await;
+    events["events"]
+        .as_array()
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let events = events["events"].as_array().unwrap();
-    events
         .iter()
         .filter(|e| e["kind"] == "failover" && e["reason"] == "breaker_open")
         .inspect(|e| {
@@ -265,10 +259,7 @@ async fn with_every_target_open_the_closest_to_recovery_is_still_tried() {
 #[tokio::test]
 async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
     let m = mocks(3).await;
-    let extra =
-        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
-                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 5";
-    let gw = Gateway::start(&config(&m, extra)).await;
+    let gw = Gateway::start(&config(&m, &budget_only(0.2, 5))).await;
     for mock in &m {
         mock.set_plan(down());
     }
@@ -296,10 +287,7 @@ async fn the_retry_budget_keeps_a_total_outage_from_multiplying_load() {
 #[tokio::test]
 async fn a_backup_that_fails_too_is_passed_over_once_its_budget_is_spent() {
     let m = mocks(3).await;
-    let extra =
-        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
-                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 1";
-    let gw = Gateway::start(&config(&m, extra)).await;
+    let gw = Gateway::start(&config(&m, &budget_only(0.2, 1))).await;
     for _ in 0..50 {
         assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
     }
@@ -323,10 +311,7 @@ async fn a_backup_that_fails_too_is_passed_over_once_its_budget_is_spent() {
 #[tokio::test]
 async fn a_target_passed_over_for_its_budget_is_named_in_the_error() {
     let m = mocks(2).await;
-    let extra =
-        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
-                 [routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
-    let gw = Gateway::start(&config(&m, extra)).await;
+    let gw = Gateway::start(&config(&m, &budget_only(0.2, 0))).await;
     m[0].set_plan(down());
     m[1].set_plan(down());
     // The route's budget allows 20% of 10 requests, the backup's its first retry only.

@@ -229,13 +229,7 @@ async fn the_anthropic_api_returns_errors_in_its_own_envelope() {
     );
 
     // Refused before any upstream call: its own envelope, no attempt.
-    let resp = client()
-        .post(gw.url("/v1/messages"))
-        .header("content-type", "application/json")
-        .body("{not json")
-        .send()
-        .await
-        .unwrap();
+    let resp = post_text(&gw, "/v1/messages", "{not json").await;
     assert_eq!(resp.status(), 400);
     assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
     assert!(!header(&resp, "x-switchyard-request-id").is_empty());

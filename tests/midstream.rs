@@ -226,9 +226,7 @@ async fn with_no_healthy_target_left_the_original_cut_is_reported() {
 #[tokio::test]
 async fn a_continuation_passes_over_a_target_whose_retry_budget_is_spent() {
     let m = mocks(3).await;
-    let extra = "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\n\
-                 min_requests = 100000\n[routes.retry_budget]\nratio = 0.2\nmin_per_sec = 0";
-    let gw = Gateway::start(&config(&m, extra)).await;
+    let gw = Gateway::start(&config(&m, &budget_only(0.2, 0))).await;
     for _ in 0..10 {
         assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
     }

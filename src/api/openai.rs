@@ -139,25 +139,24 @@ pub async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
 
 /// Anything else: 404 in the OpenAI envelope.
 pub async fn not_found(uri: http::Uri) -> Response {
-    let resp = ApiError::new(
+    edge_error(
         StatusCode::NOT_FOUND,
-        "invalid_request_error",
         "not_found",
         format!("no such endpoint: {}", uri.path()),
     )
-    .into_response();
-    with_id(resp, &request_id::new())
 }
 
 /// A known path with another method (`GET /v1/chat/completions`): 405 in the OpenAI
 /// envelope, not an empty body.
 pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
-    let resp = ApiError::new(
+    edge_error(
         StatusCode::METHOD_NOT_ALLOWED,
-        "invalid_request_error",
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
-    .into_response();
+}
+
+fn edge_error(status: StatusCode, code: &'static str, message: String) -> Response {
+    let resp = ApiError::new(status, "invalid_request_error", code, message).into_response();
     with_id(resp, &request_id::new())
 }

@@ -171,14 +171,41 @@ pub fn user_requests(m: &MockServer) -> usize {
         .count()
 }
 
-/// The gateway's `/admin/status`.
-pub async fn status(gw: &Gateway) -> serde_json::Value {
+/// A GET on the gateway, its body as JSON.
+pub async fn get_json(gw: &Gateway, path: &str) -> serde_json::Value {
     client()
-        .get(gw.url("/admin/status"))
+        .get(gw.url(path))
         .send()
         .await
         .unwrap()
         .json()
+        .await
+        .unwrap()
+}
+
+/// The gateway's `/admin/status`.
+pub async fn status(gw: &Gateway) -> serde_json::Value {
+    get_json(gw, "/admin/status").await
+}
+
+/// `[routes.failover]` lines for three attempts with no breaker to step in (it never trips)
+/// and a retry budget of `ratio` and `min_per_sec`: the retry budgets alone decide.
+#[allow(dead_code)]
+pub fn budget_only(ratio: f64, min_per_sec: u32) -> String {
+    format!(
+        "max_attempts = 3\n[routes.breaker]\nconsecutive_failures = 0\nmin_requests = 100000\n\
+         [routes.retry_budget]\nratio = {ratio}\nmin_per_sec = {min_per_sec}"
+    )
+}
+
+/// POST `body` as it is (JSON or not) to the gateway's `path`.
+#[allow(dead_code)]
+pub async fn post_text(gw: &Gateway, path: &str, body: &'static str) -> reqwest::Response {
+    client()
+        .post(gw.url(path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
         .await
         .unwrap()
 }
