@@ -15,7 +15,8 @@ use futures_util::StreamExt;
 use http::StatusCode;
 use tokio::time::Instant;
 
-use super::race::{Done, Launch, Race};
+use super::launch::Done;
+use super::race::{Launch, Race};
 use super::relay::StreamReport;
 use super::stream::Usage;
 use super::wire::Canonical;

@@ -1,4 +1,5 @@
-//! Routing: from a route name to an answer. `dispatch` is the failover loop (read it top-down);
+//! Routing: from a route name to an answer. `dispatch` is the failover loop (read it top-down)
+//! over `race` (one request's state between attempts) and `launch` (one attempt as a future);
 //! `attempt` makes one upstream call and classifies how it failed (`failover`); `stream` relays a
 //! committed stream and ends it honestly; `breaker`, `health` and `budget` decide which targets
 //! may take traffic and how many retries may go out; `probe` tests held targets.
@@ -16,6 +17,7 @@ pub mod events;
 pub mod failover;
 pub mod health;
 pub mod hedge;
+mod launch;
 pub mod plan;
 pub mod probe;
 mod race;

@@ -1,0 +1,119 @@
+//! One attempt of the race (`race.rs`) as a future of its own: the body fitted to the target,
+//! the call (whole, or a stream up to its first token, then relayed with its continuation
+//! ready), and what came of it ([`Done`]).
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
+use tokio::time::Instant;
+
+use super::attempt::{call_full, call_stream};
+use super::continuation::{Continuation, Mode, Splicer};
+use super::dispatch::{Answer, Request};
+use super::failover::AttemptError;
+use super::health::Verdict;
+use super::relay::{relay, RelayContext};
+use super::{wire, Route};
+use crate::config::MidStream;
+
+/// One attempt that finished (answered or failed).
+pub(super) struct Done {
+    /// Which launch this was (its position in launch order).
+    pub(super) seq: usize,
+    pub(super) idx: usize,
+    pub(super) start: Instant,
+    pub(super) hedge: bool,
+    /// Turns dropped to fit the target's context window.
+    pub(super) turns_dropped: usize,
+    pub(super) result: Result<Answer, AttemptError>,
+}
+
+/// Start one attempt on target `idx`, bounded by `deadline`.
+pub(super) fn launch<'a>(
+    route: &'a Arc<Route>,
+    req: &'a Request,
+    started: Instant,
+    seq: usize,
+    idx: usize,
+    hedge: bool,
+    deadline: Instant,
+) -> BoxFuture<'a, Done> {
+    async move {
+        let policy = &route.config.failover;
+        let target = &route.targets[idx];
+        let start = Instant::now();
+        let attempt_deadline = deadline.min(start + policy.attempt_timeout);
+        let context = &route.config.context;
+        let (body, turns_dropped) =
+            match wire::fitted_body(target, context, &req.chat, &req.canonical, None) {
+                Ok(fitted) => fitted,
+                Err(e) => {
+                    return Done {
+                        seq,
+                        idx,
+                        start,
+                        hedge,
+                        turns_dropped: 0,
+                        result: Err(e),
+                    }
+                }
+            };
+        let result = if req.chat.stream {
+            let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
+            call_stream(
+                target,
+                body,
+                req.chat.client_wants_usage,
+                first_token_deadline,
+            )
+            .await
+            .map(|committed| {
+                let now = Instant::now();
+                let ttft = now - start;
+                target.health.first_token(now, ttft);
+                let (tx, report) = tokio::sync::oneshot::channel();
+                let continuation =
+                    (policy.mid_stream == MidStream::Continue).then(|| Continuation {
+                        route: route.clone(),
+                        chat: req.chat.clone(),
+                        canonical: req.canonical.clone(),
+                        tried: vec![idx],
+                        splicer: Splicer {
+                            mode: Mode::Original,
+                        },
+                    });
+                let ctx = RelayContext {
+                    request_id: req.id.clone(),
+                    route: route.clone(),
+                    target_idx: idx,
+                    attempt_start: start,
+                    request_start: started,
+                    continuation,
+                    report: Some(tx),
+                };
+                Answer::Stream {
+                    body: relay(committed, ctx).boxed(),
+                    report,
+                }
+            })
+        } else {
+            let result = call_full(target, body, attempt_deadline, false).await;
+            if result.is_ok() {
+                // A stream's attempt is judged when it ends (see `stream::relay`).
+                let now = Instant::now();
+                target.health.attempt(now, Verdict::Ok, now - start);
+            }
+            result.map(|(body, usage)| Answer::Full { body, usage })
+        };
+        Done {
+            seq,
+            idx,
+            start,
+            hedge,
+            turns_dropped,
+            result,
+        }
+    }
+    .boxed()
+}
