@@ -149,6 +149,15 @@ impl Server {
     /// bind would when the address is taken, even by a process that shares ports this way.
     /// Call from inside a tokio runtime.
     pub fn bind(addr: std::net::SocketAddr, workers: usize) -> Result<Server, AppError> {
+        Self::bind_all(addr, workers).map_err(|e| {
+            AppError::Io(std::io::Error::new(
+                e.kind(),
+                format!("cannot listen on {addr}: {e}"),
+            ))
+        })
+    }
+
+    fn bind_all(addr: std::net::SocketAddr, workers: usize) -> std::io::Result<Server> {
         if addr.port() != 0 {
             // Sockets that share a port all set SO_REUSEPORT, so a second switchyard on this
             // address would bind too, and take half the connections: refuse, as bind does.

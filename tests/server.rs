@@ -94,6 +94,10 @@ async fn an_address_in_use_is_refused_even_by_a_server_sharing_ports() {
     let addr = taken.local_addr().unwrap();
     let err = switchyard::app::Server::bind(addr, 2).unwrap_err();
     assert!(err.to_string().contains("in use"), "{err}");
+    assert!(
+        err.to_string().contains(&addr.to_string()),
+        "names the address: {err}"
+    );
     drop(taken);
     let first = switchyard::app::Server::bind(addr, 2).unwrap();
     assert_eq!(first.local_addr(), addr);
