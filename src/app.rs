@@ -49,7 +49,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
-        auth,
+        auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,
     })
@@ -329,20 +329,25 @@ where
 }
 
 /// Swap in a new config, keeping breakers, SLIs, budgets and metrics of what still exists; on
-/// error the running config stays and the error is returned.
-pub fn reload(state: &AppState, path: &std::path::Path) -> Result<(), AppError> {
+/// error the running config stays and the error is returned. `[auth]` keys are swapped too
+/// (rotation). Returns the tables whose changes wait for a restart (`[server]`, `[audit]`,
+/// `[cluster]`), which keep their running settings.
+pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static str>, AppError> {
     let config = Config::load(path)?;
-    if config.audit != state.routing.load().config.audit {
-        tracing::warn!("[audit] changed: the audit log keeps its current settings until a restart");
-    }
-    if config.cluster != state.routing.load().config.cluster {
-        tracing::warn!(
-            "[cluster] changed: the cluster link keeps its current settings until a restart"
-        );
-    }
+    let running = state.routing.load().config.clone();
+    let pending = [
+        ("[server]", config.server != running.server),
+        ("[audit]", config.audit != running.audit),
+        ("[cluster]", config.cluster != running.cluster),
+    ]
+    .into_iter()
+    .filter_map(|(table, changed)| changed.then_some(table))
+    .collect();
+    let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(&a.keys)));
     let routing = Routing::build(Arc::new(config), &state.shared)?;
     state.routing.store(Arc::new(routing));
-    Ok(())
+    state.auth.store(auth);
+    Ok(pending)
 }
 
 fn modified(path: &std::path::Path) -> Option<SystemTime> {
@@ -376,7 +381,15 @@ pub async fn watch_config(state: AppState, path: PathBuf) {
             }
         };
         match reload(&state, &path) {
-            Ok(()) => tracing::info!(reason, path = %path.display(), "configuration reloaded"),
+            Ok(pending) => {
+                tracing::info!(reason, path = %path.display(), "configuration reloaded");
+                for table in pending {
+                    tracing::warn!(
+                        table,
+                        "changed: it keeps its running settings until a restart"
+                    );
+                }
+            }
             Err(e) => {
                 tracing::error!(reason, path = %path.display(), error = %e, "reload failed; keeping the running configuration")
             }

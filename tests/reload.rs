@@ -33,7 +33,11 @@ async fn a_reload_keeps_breaker_state_and_adds_routes() {
 
     let second = first.clone() + "\n[[routes]]\nname = \"other\"\ntargets = [{ provider = \"p1\", model = \"model-1\" }]\n";
     std::fs::write(&path, second).unwrap();
-    switchyard::app::reload(&state, &path).unwrap();
+    let pending = switchyard::app::reload(&state, &path).unwrap();
+    assert!(
+        pending.is_empty(),
+        "routes take effect at once: {pending:?}"
+    );
     let routing = state.routing.load();
     assert!(routing.route("other").is_some(), "the new route is served");
     let target = &routing.route("chat").unwrap().targets[0];
@@ -53,5 +57,72 @@ async fn a_reload_keeps_breaker_state_and_adds_routes() {
         state.routing.load().route("other").is_some(),
         "the running config stays"
     );
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Tables a running gateway cannot swap are named (and logged), and keep their settings.
+#[tokio::test]
+async fn a_reload_names_what_waits_for_a_restart() {
+    let m = mocks(1).await;
+    let path = temp_file("pending");
+    let first = config(&m, "").replace("api_key = \"${TEST_KEY}\"\n", "");
+    std::fs::write(&path, &first).unwrap();
+    let state = switchyard::app::build_state(Config::load(&path).unwrap()).unwrap();
+    let second = first
+        .replace("max_body = \"64KiB\"", "max_body = \"1MiB\"")
+        .replace("store = \"off\"", "store = \"sqlite:///tmp/elsewhere.db\"");
+    std::fs::write(&path, second).unwrap();
+    let pending = switchyard::app::reload(&state, &path).unwrap();
+    assert_eq!(pending, ["[server]", "[audit]"]);
+    assert_eq!(state.max_body, 64 * 1024, "the running limit stays");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Client keys rotate on reload: the new key works at once, the old one no longer does.
+#[tokio::test]
+async fn client_keys_rotate_on_reload() {
+    let m = mocks(1).await;
+    let path = temp_file("keys");
+    let base = config(&m, "").replace("api_key = \"${TEST_KEY}\"\n", "");
+    let with_key = |key: &str| {
+        base.replacen(
+            "[audit]",
+            &format!("[auth]\nkeys = [\"{key}\"]\n\n[audit]"),
+            1,
+        )
+    };
+    std::fs::write(&path, with_key("key-one")).unwrap();
+    let state = switchyard::app::build_state(Config::load(&path).unwrap()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(switchyard::app::serve(listener, state.clone(), async {
+        let _ = stopped.await;
+    }));
+    let call = |key: &'static str| {
+        let url = url.clone();
+        async move {
+            client()
+                .post(url)
+                .bearer_auth(key)
+                .json(&chat_body(false))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(call("key-one").await, 200);
+    assert_eq!(call("key-two").await, 401);
+    std::fs::write(&path, with_key("key-two")).unwrap();
+    let pending = switchyard::app::reload(&state, &path).unwrap();
+    assert!(pending.is_empty(), "{pending:?}");
+    assert_eq!(call("key-two").await, 200);
+    assert_eq!(call("key-one").await, 401);
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&path);
 }

@@ -82,7 +82,7 @@ pub async fn require(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if let Some(auth) = &state.auth {
+    if let Some(auth) = state.auth.load().as_deref() {
         if let Err(e) = auth.check(request.headers()) {
             return e.into_response();
         }

@@ -32,8 +32,8 @@ pub struct AppState {
     pub shared: Arc<Shared>,
     /// The audit log's handle.
     pub audit: Audit,
-    /// Client keys, when `[auth]` is set.
-    pub auth: Option<Arc<Auth>>,
+    /// Client keys, when `[auth]` is set; swapped on reload (key rotation).
+    pub auth: Arc<arc_swap::ArcSwapOption<Auth>>,
     /// Largest accepted request body.
     pub max_body: usize,
     /// The link to the other replicas, with `[cluster]`.

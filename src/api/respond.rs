@@ -37,7 +37,7 @@ impl Edge {
         body: Body,
         started: Instant,
     ) -> Result<Edge, ApiError> {
-        let client_key_id = match &state.auth {
+        let client_key_id = match state.auth.load().as_deref() {
             Some(auth) => Some(auth.check(h)?),
             None => None,
         };

@@ -47,7 +47,7 @@ pub struct Config {
 }
 
 /// `[server]`
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// Address the client API, admin endpoints and dashboard listen on.
     pub listen: SocketAddr,
