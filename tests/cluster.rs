@@ -96,6 +96,22 @@ async fn store_state(prefix: &str, target: &str, value: &str) {
 }
 
 /// Delete every key under `prefix`.
+/// Breakers trip on the failure share only (no run of consecutive failures).
+const NO_RUN_RULE: &str = "[routes.breaker]\nconsecutive_failures = 0";
+
+/// Two replicas of one config.
+async fn replicas(toml: &str) -> (Gateway, Gateway) {
+    (Gateway::start(toml).await, Gateway::start(toml).await)
+}
+
+/// Stop the replicas, then remove what they stored under `prefix`.
+async fn finish<const N: usize>(prefix: &str, replicas: [Gateway; N]) {
+    for gw in replicas {
+        gw.stop().await;
+    }
+    cleanup(prefix).await;
+}
+
 async fn cleanup(prefix: &str) {
     let mut conn = redis_conn().await;
     let keys: Vec<String> = redis::cmd("KEYS")
@@ -117,7 +133,7 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
     let m = mocks(2).await;
     let p = prefix();
     let toml = clustered(&config(&m, ""), REDIS, &p);
-    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    let (a, b) = replicas(&toml).await;
     assert!(until_cluster(&b, "replicas", json!(2)).await.is_some());
 
     trip_primary(&a, &m).await;
@@ -152,9 +168,7 @@ async fn an_outage_one_replica_sees_opens_the_breaker_on_the_other() {
         metrics.contains("switchyard_cluster_sync_failures_total 0"),
         "{metrics}"
     );
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }
 
 #[tokio::test]
@@ -162,15 +176,8 @@ async fn the_clusters_windows_trip_a_breaker_no_replica_could_trip_alone() {
     let m = mocks(2).await;
     let p = prefix();
     // No run rule: only the failure share over min_requests = 20 can trip.
-    let toml = clustered(
-        &format!(
-            "{}\n[routes.breaker]\nconsecutive_failures = 0\n",
-            config(&m, "")
-        ),
-        REDIS,
-        &p,
-    );
-    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    let toml = clustered(&config(&m, NO_RUN_RULE), REDIS, &p);
+    let (a, b) = replicas(&toml).await;
     m[0].set_plan(down());
     // 12 failures each: under min_requests alone, 24 together.
     for _ in 0..12 {
@@ -179,19 +186,14 @@ async fn the_clusters_windows_trip_a_breaker_no_replica_could_trip_alone() {
     }
     assert!(until_breaker(&a, "p0/model-0", "open").await);
     assert!(until_breaker(&b, "p0/model-0", "open").await);
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }
 
 #[tokio::test]
 async fn the_same_replicas_alone_do_not_trip_on_those_counts() {
     // The control for the test above: without [cluster], 12 failures stay under min_requests.
     let m = mocks(2).await;
-    let toml = format!(
-        "{}\n[routes.breaker]\nconsecutive_failures = 0\n",
-        config(&m, "")
-    );
+    let toml = config(&m, NO_RUN_RULE);
     let a = Gateway::start(&toml).await;
     m[0].set_plan(down());
     for _ in 0..12 {
@@ -207,7 +209,7 @@ async fn an_operators_override_on_one_replica_applies_to_all() {
     let m = mocks(2).await;
     let p = prefix();
     let toml = clustered(&config(&m, ""), REDIS, &p);
-    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    let (a, b) = replicas(&toml).await;
     manual(&a, "open").await;
     assert!(until_breaker(&b, "p0/model-0", "open").await);
     let resp = b.chat(chat_body(false)).await;
@@ -216,9 +218,7 @@ async fn an_operators_override_on_one_replica_applies_to_all() {
     assert!(until_breaker(&b, "p0/model-0", "closed").await);
     let resp = b.chat(chat_body(false)).await;
     assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }
 
 #[tokio::test]
@@ -253,9 +253,7 @@ async fn with_redis_down_a_replica_carries_on_alone_says_so_and_publishes_when_i
     proxy.set_up(true);
     assert!(until_breaker(&b, "p0/model-0", "open").await);
     assert_eq!(status(&a).await["cluster"]["connected"], true);
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }
 
 #[tokio::test]
@@ -322,8 +320,7 @@ async fn a_state_kept_through_an_outage_never_replaces_a_newer_one() {
     // A's older open does not replace it; A takes the newer state over instead.
     assert!(until_breaker(&a, "p0/model-0", "closed").await);
     assert_eq!(stored_state(&p, "p0/model-0").await, Some(newer));
-    a.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a]).await;
 }
 
 fn wall_ms() -> u64 {
@@ -339,13 +336,11 @@ async fn a_malformed_stored_state_is_replaced_not_a_reason_to_stop_syncing() {
     let p = prefix();
     store_state(&p, "p0/model-0", "written by a future version").await;
     let toml = clustered(&config(&m, ""), REDIS, &p);
-    let (a, b) = (Gateway::start(&toml).await, Gateway::start(&toml).await);
+    let (a, b) = replicas(&toml).await;
     trip_primary(&a, &m).await;
     assert!(until_breaker(&b, "p0/model-0", "open").await);
     assert_eq!(status(&a).await["cluster"]["connected"], true);
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }
 
 #[tokio::test]
@@ -393,7 +388,5 @@ async fn an_open_state_redis_lost_is_published_again() {
     // A replica that starts now learns of the outage all the same.
     let b = Gateway::start(&toml).await;
     assert!(until_breaker(&b, "p0/model-0", "open").await);
-    a.stop().await;
-    b.stop().await;
-    cleanup(&p).await;
+    finish(&p, [a, b]).await;
 }

@@ -15,14 +15,23 @@ fn temp_file(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("switchyard-{name}-{}-{n}.toml", std::process::id()))
 }
 
+/// The test config without `${TEST_KEY}`: `Config::load` reads the real environment.
+fn file_config(m: &[switchyard::mock::MockServer]) -> String {
+    config(m, "").replace("api_key = \"${TEST_KEY}\"\n", "")
+}
+
+/// Write `text` to `path` and build the state from it, as `serve` does.
+fn state_from(path: &std::path::Path, text: &str) -> switchyard::api::AppState {
+    std::fs::write(path, text).unwrap();
+    switchyard::app::build_state(Config::load(path).unwrap()).unwrap()
+}
+
 #[tokio::test]
 async fn a_reload_keeps_breaker_state_and_adds_routes() {
     let m = mocks(2).await;
     let path = temp_file("reload");
-    // Config::load reads the real environment: no `${TEST_KEY}` here.
-    let first = config(&m, "").replace("api_key = \"${TEST_KEY}\"\n", "");
-    std::fs::write(&path, &first).unwrap();
-    let state = switchyard::app::build_state(Config::load(&path).unwrap()).unwrap();
+    let first = file_config(&m);
+    let state = state_from(&path, &first);
     let health = state.routing.load().route("chat").unwrap().targets[0]
         .health
         .clone();
@@ -65,9 +74,8 @@ async fn a_reload_keeps_breaker_state_and_adds_routes() {
 async fn a_reload_names_what_waits_for_a_restart() {
     let m = mocks(1).await;
     let path = temp_file("pending");
-    let first = config(&m, "").replace("api_key = \"${TEST_KEY}\"\n", "");
-    std::fs::write(&path, &first).unwrap();
-    let state = switchyard::app::build_state(Config::load(&path).unwrap()).unwrap();
+    let first = file_config(&m);
+    let state = state_from(&path, &first);
     let second = first
         .replace("max_body = \"64KiB\"", "max_body = \"1MiB\"")
         .replace("store = \"off\"", "store = \"sqlite:///tmp/elsewhere.db\"");
@@ -83,7 +91,7 @@ async fn a_reload_names_what_waits_for_a_restart() {
 async fn client_keys_rotate_on_reload() {
     let m = mocks(1).await;
     let path = temp_file("keys");
-    let base = config(&m, "").replace("api_key = \"${TEST_KEY}\"\n", "");
+    let base = file_config(&m);
     let with_key = |key: &str| {
         base.replacen(
             "[audit]",
@@ -91,8 +99,7 @@ async fn client_keys_rotate_on_reload() {
             1,
         )
     };
-    std::fs::write(&path, with_key("key-one")).unwrap();
-    let state = switchyard::app::build_state(Config::load(&path).unwrap()).unwrap();
+    let state = state_from(&path, &with_key("key-one"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!(
         "http://{}/v1/chat/completions",
