@@ -99,6 +99,22 @@ async fn store_state(prefix: &str, target: &str, value: &str) {
 /// Breakers trip on the failure share only (no run of consecutive failures).
 const NO_RUN_RULE: &str = "[routes.breaker]\nconsecutive_failures = 0";
 
+/// Requests are answered while Redis cannot be reached, and `/admin/status` reports the failed
+/// link; its status is returned.
+async fn answered_with_the_link_down(gw: &Gateway) -> Value {
+    for _ in 0..3 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let s = eventually(10, || async {
+        let s = status(gw).await;
+        s["cluster"]["error"].is_string().then_some(s)
+    })
+    .await
+    .expect("the failed link is reported");
+    assert_eq!(s["cluster"]["connected"], false);
+    s
+}
+
 /// Two replicas of one config.
 async fn replicas(toml: &str) -> (Gateway, Gateway) {
     (Gateway::start(toml).await, Gateway::start(toml).await)
@@ -270,16 +286,7 @@ async fn an_unreachable_redis_never_blocks_a_request() {
         &prefix(),
     ))
     .await;
-    for _ in 0..3 {
-        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
-    }
-    let s = eventually(10, || async {
-        let s = status(&gw).await;
-        s["cluster"]["error"].is_string().then_some(s)
-    })
-    .await
-    .expect("the failed link is reported");
-    assert_eq!(s["cluster"]["connected"], false);
+    let s = answered_with_the_link_down(&gw).await;
     assert_eq!(s["cluster"]["windows"], "local");
     assert!(s["cluster"]["failed_rounds"].as_u64().unwrap() >= 1);
     assert!(
@@ -356,16 +363,7 @@ async fn a_redis_that_never_answers_times_the_round_out_and_requests_go_on() {
         }
     });
     let gw = Gateway::start(&clustered(&config(&m, ""), &addr.to_string(), &prefix())).await;
-    for _ in 0..3 {
-        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
-    }
-    let s = eventually(10, || async {
-        let s = status(&gw).await;
-        s["cluster"]["error"].is_string().then_some(s)
-    })
-    .await
-    .expect("the silent link is reported");
-    assert_eq!(s["cluster"]["connected"], false);
+    answered_with_the_link_down(&gw).await;
     gw.stop().await;
     held.abort();
 }
