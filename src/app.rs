@@ -11,7 +11,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
-use crate::api::{router, AppState};
+use crate::api::{router, AppState, StateParts};
 use crate::audit::redact::Redactor;
 use crate::audit::Audit;
 use crate::cluster::Cluster;
@@ -45,14 +45,14 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         .cluster
         .as_ref()
         .map(|c| Arc::new(Cluster::new(c)));
-    Ok(AppState {
+    Ok(AppState::new(StateParts {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,
-    })
+    }))
 }
 
 /// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests,
@@ -105,7 +105,7 @@ impl Background {
                 &state.shared.metrics,
             )
             .await?;
-            state.audit = handle;
+            *state = state.with_audit(handle);
             audit_writer = Some(writer);
         }
         Ok(Background {

@@ -23,9 +23,37 @@ use crate::audit::Audit;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned for every request (axum's `State`), so it is one
+/// reference count: cloning the parts would touch one count each, on cache lines every
+/// server thread shares.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<StateParts>);
+
+impl AppState {
+    pub fn new(parts: StateParts) -> AppState {
+        AppState(Arc::new(parts))
+    }
+
+    /// The same state with another audit log handle.
+    pub fn with_audit(&self, audit: Audit) -> AppState {
+        AppState::new(StateParts {
+            audit,
+            ..StateParts::clone(&self.0)
+        })
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = StateParts;
+
+    fn deref(&self) -> &StateParts {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+#[derive(Clone)]
+pub struct StateParts {
     /// The routing table; swapped whole on reload.
     pub routing: Arc<ArcSwap<Routing>>,
     /// What outlives a reload: health, budgets, metrics.
