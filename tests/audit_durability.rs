@@ -237,10 +237,18 @@ async fn loss_while_the_store_is_down_is_counted_and_reported() {
 }
 
 #[tokio::test]
-async fn retention_prunes_old_records() {
-    let store = TestStore::sqlite();
+async fn retention_prunes_old_records_sqlite() {
+    retention_prunes_old_records(TestStore::sqlite()).await;
+}
+
+#[tokio::test]
+async fn retention_prunes_old_records_postgres() {
+    retention_prunes_old_records(TestStore::postgres().await).await;
+}
+
+async fn retention_prunes_old_records(store: TestStore) {
     let config = AuditConfig {
-        store: AuditStore::Sqlite(store.url().trim_start_matches("sqlite://").into()),
+        store: switchyard::audit::query::parse_db_url(&store.url()).unwrap(),
         bodies: false,
         retention: Some(Duration::from_secs(3600)),
     };

@@ -27,15 +27,11 @@ macro_rules! both {
     };
 }
 
-/// Each attempt as (target, outcome, status); the status only where the outcome is a status
-/// failure (whether a success records its 200 is the routing's business).
+/// Each attempt as (target, outcome, upstream status).
 fn path(rec: &AuditRecord) -> Vec<(String, String, Option<u16>)> {
     rec.path
         .iter()
-        .map(|a| {
-            let status = a.status.filter(|_| a.outcome == "status");
-            (a.target.clone(), a.outcome.clone(), status)
-        })
+        .map(|a| (a.target.clone(), a.outcome.clone(), a.status))
         .collect()
 }
 
@@ -70,7 +66,7 @@ async fn failover(store: TestStore) {
         path(&rec),
         vec![
             step("p0/model-0", "status", Some(503)),
-            step("p1/model-1", "ok", None),
+            step("p1/model-1", "ok", Some(200)),
         ]
     );
     assert!(rec.path[1].start_ms >= rec.path[0].start_ms);
@@ -101,7 +97,7 @@ async fn breaker_skip(store: TestStore) {
         path(&rec),
         vec![
             step("p0/model-0", "skipped_breaker", None),
-            step("p1/model-1", "ok", None),
+            step("p1/model-1", "ok", Some(200)),
         ]
     );
     assert_eq!(m[0].stats().requests, 0);
@@ -135,7 +131,7 @@ async fn budget_skip(store: TestStore) {
         vec![
             step("p0/model-0", "status", Some(503)),
             step("p1/model-1", "status", Some(503)),
-            step("p2/model-2", "ok", None),
+            step("p2/model-2", "ok", Some(200)),
         ]
     );
     assert_eq!(
@@ -143,7 +139,7 @@ async fn budget_skip(store: TestStore) {
         vec![
             step("p1/model-1", "skipped_budget", None),
             step("p0/model-0", "status", Some(503)),
-            step("p2/model-2", "ok", None),
+            step("p2/model-2", "ok", Some(200)),
         ]
     );
     assert_eq!(m[1].stats().requests, 1);
@@ -165,7 +161,7 @@ async fn stream(store: TestStore) {
     gw.stop().await;
     let rec = only_record(&store).await;
     assert_eq!((rec.status, rec.stream), (200, true));
-    assert_eq!(path(&rec), vec![step("p0/model-0", "ok", None)]);
+    assert_eq!(path(&rec), vec![step("p0/model-0", "ok", Some(200))]);
     let ttft = rec.ttft_ms.unwrap();
     assert!(ttft >= 25.0 && ttft <= rec.latency_ms, "{rec:?}");
     assert!(
@@ -196,7 +192,7 @@ async fn abandoned_stream(store: TestStore) {
     gw.stop().await;
     let rec = only_record(&store).await;
     assert_eq!((rec.status, rec.stream), (200, true));
-    assert_eq!(path(&rec), vec![step("p0/model-0", "cancelled", None)]);
+    assert_eq!(path(&rec), vec![step("p0/model-0", "cancelled", Some(200))]);
     assert!(rec.ttft_ms.is_some());
     assert!(rec.error.as_deref().unwrap().contains("disconnected"));
     store.cleanup().await;

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::error::ApiError;
-use crate::audit::AuditAttempt;
+use crate::audit::{millis, AuditAttempt};
 use crate::audit::{Audit, AuditRecord};
 use crate::routing::dispatch::Request;
 use crate::routing::relay::StreamReport;
@@ -70,7 +70,7 @@ pub fn refused(
         stream,
         status: err.status.as_u16(),
         target: None,
-        latency_ms: started.elapsed().as_secs_f64() * 1000.0,
+        latency_ms: millis(started.elapsed()),
         ttft_ms: None,
         tokens_in: None,
         tokens_out: None,
@@ -131,7 +131,7 @@ impl AuditedStream {
         let Some(mut rec) = self.record.take() else {
             return;
         };
-        rec.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        rec.latency_ms = millis(self.started.elapsed());
         // The committed attempt is the path's `ok` entry; the report says how it really ended
         // and which targets continued the answer after it.
         let served = rec.path.iter().position(|a| a.outcome == "ok");
@@ -140,15 +140,15 @@ impl AuditedStream {
                 set_usage(&mut rec, report.usage);
                 let mut attempts = report.attempts.into_iter();
                 if let (Some(i), Some(first)) = (served, attempts.next()) {
-                    rec.path[i].duration_ms = first.duration.as_secs_f64() * 1000.0;
+                    rec.path[i].duration_ms = millis(first.duration);
                     rec.path[i].outcome = first.outcome.to_owned();
                 }
                 for a in attempts {
                     rec.target = Some(a.target.clone());
                     rec.path.push(AuditAttempt {
                         target: a.target,
-                        start_ms: a.start.as_secs_f64() * 1000.0,
-                        duration_ms: a.duration.as_secs_f64() * 1000.0,
+                        start_ms: millis(a.start),
+                        duration_ms: millis(a.duration),
                         outcome: a.outcome.to_owned(),
                         status: None,
                         carried_chars: Some(a.carried_chars as u64),

@@ -15,6 +15,7 @@ use super::chat_request::ChatRequest;
 use super::error::ApiError;
 use super::openai::{controls, read_body};
 use super::{headers, AppState};
+use crate::audit::millis;
 use crate::canonical::{self, Dialect};
 use crate::routing::dispatch::{dispatch, Answer, Request};
 use crate::routing::wire::{self, Canonical};
@@ -94,7 +95,7 @@ impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
         if let Some(mut rec) = self.record.take() {
             rec.status = 499;
-            rec.latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+            rec.latency_ms = millis(self.started.elapsed());
             rec.error =
                 Some("the client disconnected before the answer; attempts were cancelled".into());
             self.audit.submit(rec);
@@ -181,7 +182,7 @@ pub async fn respond(
             let body = match record.take() {
                 Some(mut rec) => {
                     rec.status = 200;
-                    rec.ttft_ms = Some(ttft.as_secs_f64() * 1000.0);
+                    rec.ttft_ms = Some(millis(ttft));
                     let audit = state.audit.clone();
                     Box::pin(AuditedStream::new(body, rec, audit, report, started))
                 }
@@ -218,7 +219,7 @@ pub async fn respond(
         }
     };
     if let Some(mut rec) = record {
-        rec.latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        rec.latency_ms = millis(started.elapsed());
         state.audit.submit(rec);
     }
     let h = resp.headers_mut();

@@ -1,9 +1,10 @@
 //! The audit log: one record per client request with its whole path, written off the request
 //! path. The request path only builds an [`AuditRecord`] and hands it to [`Audit::submit`],
-//! which never blocks: a full queue is counted (`switchyard_audit_dropped_total`) and logged.
+//! which encodes it into a buffer of its thread's and never waits: a full buffer is counted
+//! (`switchyard_audit_dropped_total`) and logged.
 //!
-//! Layout: [`writer`] (the bounded queue and the batching tasks, started by [`start`]; the
-//! store-owning task is `sink.rs`),
+//! Layout: `tuple.rs` (the stored form records are encoded into), [`writer`] (the batching
+//! task, started by [`start`]; the store-owning task is `sink.rs`),
 //! `store.rs` over `sqlite.rs` and `postgres.rs` (`schema.rs` holds the table and migrations),
 //! [`query`] (what `/admin/audit` and `switchyard audit` read), [`show`] (the CLI's table).
 
@@ -15,14 +16,16 @@ pub mod show;
 mod sink;
 mod sqlite;
 mod store;
+mod tuple;
 pub mod writer;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+
+use redact::Redactor;
 
 pub use query::AuditQuery;
 pub use writer::{start, start_with, AuditWriter, Limits};
@@ -64,6 +67,12 @@ pub struct AuditStatus {
     pub last_error: Option<String>,
     /// When the last store error happened, Unix milliseconds.
     pub last_error_ms: Option<i64>,
+}
+
+/// A duration as the audit log keeps times: milliseconds, to the microsecond (more digits
+/// would only lengthen every stored path).
+pub fn millis(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
 }
 
 /// One upstream attempt (or a target passed over) in a request's path.
@@ -113,102 +122,248 @@ pub struct AuditRecord {
     pub response_body: Option<String>,
 }
 
-/// The request path's handle on the audit log. Cheap to clone.
+/// The request path's handle on the audit log. Cheap to clone (one reference count).
 #[derive(Debug, Clone)]
 pub struct Audit {
-    tx: Option<mpsc::Sender<AuditRecord>>,
-    dropped: Arc<AtomicU64>,
+    inner: Option<Arc<Queue>>,
+}
+
+/// Where the request path leaves records for the writer: one buffer per thread (more or less:
+/// threads are spread over [`Queue::shards`] by a number each takes when it first submits),
+/// each behind a lock that only its thread and, every few milliseconds, the writer take.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    shards: Box<[Shard]>,
+    /// Records a shard holds before more are dropped (counted).
+    cap: usize,
     bodies: bool,
-    /// The writer's state, when one runs.
-    writer: Option<Arc<writer::Shared>>,
+    /// Masks secrets in bodies and error messages before they are encoded.
+    redactor: Redactor,
+    /// Set when the writer shuts down: what comes later is counted as dropped.
+    closed: AtomicBool,
+    /// The writer's state.
+    shared: Arc<writer::Shared>,
+}
+
+/// A buffer of encoded records, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(Mutex<Buffer>);
+
+/// Records in [`tuple`] form, and how many.
+#[derive(Debug, Default)]
+pub(crate) struct Buffer {
+    pub bytes: Vec<u8>,
+    pub records: usize,
+}
+
+/// Threads number themselves in the order they first submit a record.
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Queue {
+    pub(crate) fn new(
+        shards: usize,
+        cap: usize,
+        bodies: bool,
+        redactor: Redactor,
+        shared: Arc<writer::Shared>,
+    ) -> Queue {
+        Queue {
+            shards: (0..shards.max(1)).map(|_| Shard::default()).collect(),
+            cap: cap.max(1),
+            bodies,
+            redactor,
+            closed: AtomicBool::new(false),
+            shared,
+        }
+    }
+
+    /// Take every shard's records: each non-empty shard's buffer is swapped with `fresh[i]`
+    /// (empty, with room reserved, so the shard does not grow again from nothing), which on
+    /// return holds what the shard held.
+    pub(crate) fn take(&self, fresh: &mut [Buffer]) {
+        for (shard, buf) in self.shards.iter().zip(fresh.iter_mut()) {
+            let mut held = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+            if held.records > 0 {
+                std::mem::swap(&mut *held, buf);
+            }
+        }
+    }
+
+    pub(crate) fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Refuse records from now on (they are counted as dropped).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Records in the shards.
+    fn queued(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.0.lock().unwrap_or_else(PoisonError::into_inner).records as u64)
+            .sum()
+    }
 }
 
 impl Audit {
     /// An audit log that keeps nothing (`store = "off"`).
     pub fn off() -> Audit {
-        Audit {
-            tx: None,
-            dropped: Arc::default(),
-            bodies: false,
-            writer: None,
-        }
+        Audit { inner: None }
     }
 
-    /// A handle feeding `tx`; `dropped` counts records that could not be queued.
-    pub fn new(tx: mpsc::Sender<AuditRecord>, dropped: Arc<AtomicU64>, bodies: bool) -> Audit {
-        Audit {
-            tx: Some(tx),
-            dropped,
-            bodies,
-            writer: None,
-        }
-    }
-
-    pub(crate) fn with_shared(mut self, shared: Arc<writer::Shared>) -> Audit {
-        self.writer = Some(shared);
-        self
+    pub(crate) fn on(queue: Arc<Queue>) -> Audit {
+        Audit { inner: Some(queue) }
     }
 
     /// Queue length, records written and lost, and the last store error.
     pub fn status(&self) -> AuditStatus {
-        let queued = self
-            .tx
-            .as_ref()
-            .map_or(0, |tx| (tx.max_capacity() - tx.capacity()) as u64);
-        let mut status = AuditStatus {
-            store: "off",
-            queued,
-            written: 0,
-            dropped: self.dropped.load(Ordering::Relaxed),
-            failing: false,
-            last_error: None,
-            last_error_ms: None,
+        let Some(q) = &self.inner else {
+            return AuditStatus {
+                store: "off",
+                queued: 0,
+                written: 0,
+                dropped: 0,
+                failing: false,
+                last_error: None,
+                last_error_ms: None,
+            };
         };
-        if let Some(w) = &self.writer {
-            status.store = store::kind(&w.store);
-            status.queued += w.pending.load(Ordering::Relaxed);
-            status.written = w.written.load(Ordering::Relaxed);
-            status.failing = w.failing.load(Ordering::Relaxed);
-            let last = w.last_error.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some((message, at)) = &*last {
-                status.last_error = Some(message.clone());
-                status.last_error_ms = Some(*at);
-            }
+        let w = &q.shared;
+        let last = w
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        AuditStatus {
+            store: store::kind(&w.store),
+            queued: q.queued() + w.pending.load(Ordering::Relaxed),
+            written: w.written.load(Ordering::Relaxed),
+            dropped: w.dropped.load(Ordering::Relaxed),
+            failing: w.failing.load(Ordering::Relaxed),
+            last_error_ms: last.as_ref().map(|(_, at)| *at),
+            last_error: last.map(|(message, _)| message),
         }
-        status
     }
 
     /// Read records from the store this handle writes to.
     pub async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
-        match &self.writer {
-            Some(w) => query::query(&w.store, q).await,
+        match &self.inner {
+            Some(queue) => query::query(&queue.shared.store, q).await,
             None => Err(AuditError::Off),
         }
     }
 
     /// Whether records are kept at all (builders can skip work when not).
     pub fn enabled(&self) -> bool {
-        self.tx.is_some()
+        self.inner.is_some()
     }
 
     /// Whether bodies are recorded.
     pub fn bodies(&self) -> bool {
-        self.bodies
+        self.inner.as_ref().is_some_and(|q| q.bodies)
     }
 
-    /// Queue a record without waiting; a full or closed queue counts it as dropped.
+    /// Queue a record without waiting: it is encoded into this thread's buffer. A full buffer
+    /// or a stopped writer counts it as dropped.
     pub fn submit(&self, record: AuditRecord) {
-        let Some(tx) = &self.tx else { return };
-        if let Err(e) = tx.try_send(record) {
-            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            // One line per power of two, so a flood of drops cannot flood the log.
-            if n.is_power_of_two() {
-                let why = match e {
-                    mpsc::error::TrySendError::Full(_) => "queue full",
-                    mpsc::error::TrySendError::Closed(_) => "writer stopped",
-                };
-                tracing::error!(dropped_total = n, why, "audit record dropped");
+        let Some(q) = &self.inner else { return };
+        let shard = &q.shards[SHARD.with(|s| *s) % q.shards.len()];
+        let mut buf = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let refused = if q.closed.load(Ordering::Relaxed) {
+            Some("writer stopped")
+        } else if buf.records >= q.cap {
+            Some("queue full")
+        } else {
+            None
+        };
+        match refused {
+            None => {
+                tuple::encode(&record, &q.redactor, &mut buf.bytes);
+                buf.records += 1;
+            }
+            Some(why) => {
+                drop(buf);
+                let n = q.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                // One line per power of two, so a flood of drops cannot flood the log.
+                if n.is_power_of_two() {
+                    tracing::error!(dropped_total = n, why, "audit record dropped");
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AuditStore;
+    use std::sync::atomic::AtomicU64;
+
+    fn record(id: &str) -> AuditRecord {
+        AuditRecord {
+            request_id: id.into(),
+            time_ms: 1,
+            client_key_id: None,
+            route: "chat".into(),
+            stream: false,
+            status: 200,
+            target: None,
+            latency_ms: 1.0,
+            ttft_ms: None,
+            tokens_in: None,
+            tokens_out: None,
+            turns_dropped: 0,
+            hedged: false,
+            error: None,
+            path: Vec::new(),
+            request_body: None,
+            response_body: None,
+        }
+    }
+
+    #[test]
+    fn times_are_kept_to_the_microsecond() {
+        assert_eq!(millis(Duration::from_nanos(1_098_654_321)), 1098.654);
+        assert_eq!(
+            serde_json::to_string(&millis(Duration::from_nanos(999))).unwrap(),
+            "0.0"
+        );
+    }
+
+    #[test]
+    fn a_full_shard_or_a_closed_queue_counts_the_record_as_dropped() {
+        let shared = Arc::new(writer::Shared {
+            store: AuditStore::Off,
+            written: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            last_error: Mutex::new(None),
+            dropped: Arc::default(),
+        });
+        let queue = Arc::new(Queue::new(1, 2, false, Redactor::new([]), shared));
+        let audit = Audit::on(queue.clone());
+        for id in ["a", "b", "c"] {
+            audit.submit(record(id));
+        }
+        assert_eq!((audit.status().queued, audit.status().dropped), (2, 1));
+        let mut taken = vec![Buffer::default()];
+        queue.take(&mut taken);
+        assert_eq!(taken[0].records, 2);
+        let mut tuples = tuple::Tuples::new(&taken[0].bytes);
+        assert_eq!(
+            tuples.next_tuple().unwrap().unwrap()[0],
+            tuple::Field::Text("a")
+        );
+        assert_eq!(audit.status().queued, 0);
+        queue.close();
+        audit.submit(record("d"));
+        assert_eq!((audit.status().queued, audit.status().dropped), (0, 2));
     }
 }

@@ -11,10 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
 
-use super::schema::Row;
 use super::store::Store;
-use super::writer::Shared;
-use super::{AuditError, AuditRecord};
+use super::writer::{Batch, Shared};
+use super::AuditError;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -29,7 +28,7 @@ fn now_ms() -> i64 {
 pub(crate) struct Sink {
     pub store: Store,
     pub shared: Arc<Shared>,
-    pub batches: mpsc::Receiver<Vec<AuditRecord>>,
+    pub batches: mpsc::Receiver<Batch>,
     pub retention: Option<Duration>,
     pub prune_every: Duration,
     /// Set when shutdown begins: past it, a failing store is not retried any more.
@@ -56,9 +55,8 @@ impl Sink {
         self.give_up.get().is_some_and(|t| Instant::now() >= *t)
     }
 
-    async fn write(&mut self, batch: Vec<AuditRecord>) {
-        let n = batch.len();
-        let rows: Arc<[Row]> = batch.into_iter().map(Row::from_record).collect();
+    async fn write(&mut self, batch: Batch) {
+        let n = batch.records;
         let mut backoff = BACKOFF_MIN;
         loop {
             // Shutting down with the store still down: do not wait on it batch after batch.
@@ -68,13 +66,21 @@ impl Sink {
                     .drop_records(n, "audit store unavailable at shutdown");
                 return;
             }
-            match self.store.write(&rows).await {
+            match self.store.write(&batch.chunks).await {
                 Ok(()) => {
                     self.shared.pending.fetch_sub(n as u64, Ordering::Relaxed);
                     self.shared.written.fetch_add(n as u64, Ordering::Relaxed);
                     if self.shared.failing.swap(false, Ordering::Relaxed) {
                         tracing::info!("audit store is back; writing resumed");
                     }
+                    return;
+                }
+                // Records that cannot be read back (a bug) would fail every retry.
+                Err(e @ AuditError::Invalid(_)) => {
+                    self.failed(&e, "write", Duration::ZERO);
+                    self.shared.pending.fetch_sub(n as u64, Ordering::Relaxed);
+                    self.shared
+                        .drop_records(n, "audit batch could not be encoded");
                     return;
                 }
                 Err(e) => {

@@ -5,11 +5,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rusqlite::types::{ToSql, Value};
+use rusqlite::types::{ToSql, ToSqlOutput, Value, ValueRef};
 use rusqlite::{params_from_iter, Connection, OpenFlags, TransactionBehavior};
 
 use super::query::{AuditQuery, Param};
 use super::schema::{Row, COLUMNS, SQLITE_MIGRATIONS, VERSION_TABLE};
+use super::tuple::{Field, Tuples};
+use super::writer::Chunk;
 use super::{AuditError, AuditRecord};
 
 /// How long a statement waits for another connection's lock before failing with "busy".
@@ -27,29 +29,15 @@ fn insert_sql(n: usize) -> String {
     )
 }
 
-impl Row {
-    /// The values in [`COLUMNS`] order.
-    fn values(&self) -> [&dyn ToSql; 18] {
-        [
-            &self.request_id,
-            &self.time_ms,
-            &self.client_key_id,
-            &self.route,
-            &self.stream,
-            &self.status,
-            &self.target,
-            &self.latency_ms,
-            &self.ttft_ms,
-            &self.tokens_in,
-            &self.tokens_out,
-            &self.turns_dropped,
-            &self.hedged,
-            &self.error,
-            &self.attempts,
-            &self.path,
-            &self.request_body,
-            &self.response_body,
-        ]
+impl ToSql for Field<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Field::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Field::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Field::Int(n) => ToSqlOutput::Owned(Value::Integer(n)),
+            Field::Float(f) => ToSqlOutput::Owned(Value::Real(f)),
+            Field::Bool(b) => ToSqlOutput::Owned(Value::Integer(i64::from(b))),
+        })
     }
 }
 
@@ -110,21 +98,25 @@ impl SqliteStore {
 
     /// Insert a batch in one transaction: all or nothing. Rows go [`ROWS_PER_INSERT`] to a
     /// statement (fewer statement steps per row), the rest one by one.
-    pub async fn write(&self, rows: Arc<[Row]>) -> Result<(), AuditError> {
+    pub async fn write(&self, chunks: Vec<Chunk>) -> Result<(), AuditError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             {
                 let mut many = tx.prepare_cached(&insert_sql(ROWS_PER_INSERT))?;
                 let mut one = tx.prepare_cached(&insert_sql(1))?;
-                for chunk in rows.chunks(ROWS_PER_INSERT) {
-                    let values = chunk.iter().flat_map(Row::values);
-                    if chunk.len() == ROWS_PER_INSERT {
-                        many.execute(params_from_iter(values))?;
-                    } else {
-                        for r in chunk {
-                            one.execute(params_from_iter(r.values()))?;
+                let mut rows = Vec::with_capacity(ROWS_PER_INSERT);
+                for chunk in &chunks {
+                    let mut tuples = Tuples::new(&chunk.bytes);
+                    while let Some(row) = tuples.next_tuple()? {
+                        rows.push(row);
+                        if rows.len() == ROWS_PER_INSERT {
+                            many.execute(params_from_iter(rows.iter().flatten()))?;
+                            rows.clear();
                         }
                     }
+                }
+                for row in &rows {
+                    one.execute(params_from_iter(row))?;
                 }
             }
             tx.commit()?;
@@ -269,20 +261,21 @@ mod tests {
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         store
-            .write(Arc::from([Row::from_record(rec.clone())]))
+            .write(vec![Chunk::of(std::slice::from_ref(&rec))])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        // Multi-row statements and the rest one by one (2 x 32 + 6).
-        let many = (0..70)
-            .map(|i| {
-                Row::from_record(AuditRecord {
-                    request_id: format!("m{i}"),
-                    time_ms: 1,
-                    ..rec.clone()
-                })
+        // Multi-row statements and the rest one by one (2 x 32 + 6), across chunks.
+        let many: Vec<AuditRecord> = (0..70)
+            .map(|i| AuditRecord {
+                request_id: format!("m{i}"),
+                time_ms: 1,
+                ..rec.clone()
             })
             .collect();
-        store.write(many).await.unwrap_or_else(|e| panic!("{e}"));
+        store
+            .write(vec![Chunk::of(&many[..40]), Chunk::of(&many[40..])])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         drop(store);
         // Opening again applies nothing twice.
         let store = SqliteStore::open_writer(&path_str)

@@ -1,11 +1,9 @@
 //! The two stores behind one face, so the writer and the readers do not care which is in use.
 
-use std::sync::Arc;
-
 use super::postgres::PgStore;
 use super::query::AuditQuery;
-use super::schema::Row;
 use super::sqlite::SqliteStore;
+use super::writer::Chunk;
 use super::{AuditError, AuditRecord};
 use crate::config::AuditStore;
 
@@ -43,11 +41,12 @@ impl Store {
         }
     }
 
-    /// Write a batch atomically (shared: a failed write is retried with the same rows).
-    pub async fn write(&mut self, rows: &Arc<[Row]>) -> Result<(), AuditError> {
+    /// Write a batch of encoded records atomically (a failed write is retried with the same
+    /// chunks).
+    pub async fn write(&mut self, chunks: &[Chunk]) -> Result<(), AuditError> {
         match self {
-            Store::Sqlite(s) => s.write(Arc::clone(rows)).await,
-            Store::Postgres(p) => p.write(rows).await,
+            Store::Sqlite(s) => s.write(chunks.to_vec()).await,
+            Store::Postgres(p) => p.write(chunks).await,
         }
     }
 

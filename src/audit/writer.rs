@@ -1,20 +1,22 @@
-//! The writer: the owned tasks between the request path's queue and the store.
+//! The writer: the owned tasks between the request path's buffers and the store.
 //!
-//! The writer task takes records off the bounded queue into its buffer and hands them, a batch
-//! at a time, to the sink task (`sink.rs`), which owns the store and commits each batch in one
-//! transaction. While a batch is being written, the writer keeps draining the queue, so a slow
-//! commit does not fill it. Records are handed over at least every second.
+//! The writer task takes what the request threads' buffers hold (`Queue::take`, every few
+//! milliseconds) into its own list and hands it to the sink task (`sink.rs`), a batch at a
+//! time; the sink owns the store and commits each batch in one transaction. While a batch is
+//! being written, the writer keeps taking, so a slow commit does not fill the buffers. Records
+//! are handed over at least every second.
 //!
 //! When the store fails, the sink retries its batch with backoff while the writer keeps
-//! buffering, up to [`Limits::pending_max`] records; beyond that the oldest are dropped and
+//! collecting, up to [`Limits::pending_max`] records; beyond that the oldest are dropped and
 //! counted in `switchyard_audit_dropped_total`. When the store answers again, writing resumes
-//! with what was kept. [`AuditWriter::shutdown`] drains the queue and flushes it all.
+//! with what was kept. [`AuditWriter::shutdown`] takes what is left and flushes it all.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc::error::TryRecvError;
+use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{interval, Instant, MissedTickBehavior};
@@ -22,19 +24,20 @@ use tokio::time::{interval, Instant, MissedTickBehavior};
 use super::redact::Redactor;
 use super::sink::Sink;
 use super::store::{self, Store};
-use super::{Audit, AuditError, AuditRecord};
+use super::{tuple, Audit, AuditError, Buffer, Queue};
 use crate::config::{AuditConfig, AuditStore};
 use crate::metrics::{names, Registry};
 
-/// How often the writer takes what the queue holds.
+/// How often the writer takes what the buffers hold.
 const POLL_EVERY: Duration = Duration::from_millis(20);
 
 /// The writer's sizes and timings. [`start`] uses the defaults; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Records the queue holds between the request path and the writer (10,000).
+    /// Records a request thread's buffer holds until the writer takes them (10,000; the
+    /// writer takes them every 20 ms).
     pub queue: usize,
-    /// Most records written in one transaction (1,000).
+    /// Records written in one transaction, about (5,000: whole buffers are not split).
     pub batch: usize,
     /// Records waiting are written at least this often (1 s).
     pub flush_every: Duration,
@@ -52,7 +55,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             queue: 10_000,
-            batch: 1_000,
+            batch: 5_000,
             flush_every: Duration::from_secs(1),
             pending_max: 50_000,
             prune_every: Duration::from_secs(60),
@@ -66,7 +69,7 @@ impl Default for Limits {
 pub(crate) struct Shared {
     pub store: AuditStore,
     pub written: AtomicU64,
-    /// Taken off the queue, not yet written or dropped.
+    /// Taken from the request threads' buffers, not yet written or dropped.
     pub pending: AtomicU64,
     pub failing: AtomicBool,
     /// The last store error and when (Unix ms).
@@ -86,16 +89,95 @@ impl Shared {
     }
 }
 
+/// Encoded records: a run of tuples (see `tuple.rs`) and how many.
+#[derive(Debug, Clone)]
+pub(crate) struct Chunk {
+    pub bytes: Bytes,
+    pub records: usize,
+}
+
+#[cfg(test)]
+impl Chunk {
+    /// `records` encoded, nothing redacted.
+    pub fn of(records: &[super::AuditRecord]) -> Chunk {
+        let mut bytes = Vec::new();
+        for r in records {
+            tuple::encode(r, &Redactor::new([]), &mut bytes);
+        }
+        Chunk {
+            bytes: bytes.into(),
+            records: records.len(),
+        }
+    }
+}
+
+/// What the sink writes in one transaction.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    pub chunks: Vec<Chunk>,
+    pub records: usize,
+}
+
+/// Records taken from the shards, not yet handed to the sink, oldest first.
+#[derive(Debug, Default)]
+struct Pending {
+    chunks: VecDeque<Chunk>,
+    records: usize,
+}
+
+impl Pending {
+    fn push(&mut self, chunk: Chunk) {
+        self.records += chunk.records;
+        self.chunks.push_back(chunk);
+    }
+
+    /// Forget the oldest `n` records (a chunk is cut where they end).
+    fn discard(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.chunks.front_mut() else {
+                break;
+            };
+            if front.records <= n {
+                n -= front.records;
+                self.records -= front.records;
+                self.chunks.pop_front();
+            } else {
+                front.bytes = front.bytes.slice(tuple::skip(&front.bytes, n)..);
+                front.records -= n;
+                self.records -= n;
+                n = 0;
+            }
+        }
+    }
+
+    /// The oldest chunks, at least `size` records if there are (chunks are not split).
+    fn batch(&mut self, size: usize) -> Batch {
+        let mut out = Batch {
+            chunks: Vec::new(),
+            records: 0,
+        };
+        while out.records < size {
+            let Some(chunk) = self.chunks.pop_front() else {
+                break;
+            };
+            out.records += chunk.records;
+            out.chunks.push(chunk);
+        }
+        self.records -= out.records;
+        out
+    }
+}
+
 /// The running writer; [`AuditWriter::shutdown`] flushes it. Dropping it stops the writer too
-/// (it still drains and flushes, but nobody waits for it).
+/// (it still takes what is left and flushes it, but nobody waits for it).
 #[derive(Debug)]
 pub struct AuditWriter {
     running: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
 }
 
 impl AuditWriter {
-    /// Stop taking records, write everything queued, and return when it is written (or, with
-    /// a store that stays down, counted as dropped after [`Limits::shutdown_retry_for`]).
+    /// Stop taking records, write everything buffered, and return when it is written (or,
+    /// with a store that stays down, counted as dropped after [`Limits::shutdown_retry_for`]).
     pub async fn shutdown(self) {
         let Some((stop, task)) = self.running else {
             return;
@@ -136,9 +218,17 @@ pub async fn start_with(
         last_error: Mutex::new(None),
         dropped: metrics.counter(names::AUDIT_DROPPED, &[]),
     });
-    let (tx, rx) = mpsc::channel(limits.queue.max(1));
-    let audit = Audit::new(tx, shared.dropped.clone(), config.bodies).with_shared(shared.clone());
-    // One batch in the sink's hands at a time; the next waits in the writer's buffer.
+    // A shard per thread that may serve requests, and some to spare: threads that share a
+    // shard only share its lock.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let queue = Arc::new(Queue::new(
+        (threads * 2).min(64),
+        limits.queue,
+        config.bodies,
+        redactor,
+        shared.clone(),
+    ));
+    // One batch in the sink's hands at a time; the next waits in the writer's list.
     let (batches, batches_rx) = mpsc::channel(1);
     let give_up = Arc::new(OnceLock::new());
     let sink = tokio::spawn(
@@ -155,18 +245,18 @@ pub async fn start_with(
     let (stop, stopped) = oneshot::channel();
     let writer = Writer {
         shared,
-        rx,
-        pending: Vec::new(),
+        fresh: (0..queue.shards()).map(|_| Buffer::default()).collect(),
+        queue: queue.clone(),
+        pending: Pending::default(),
         batches,
         sink,
         give_up,
         limits,
-        redactor,
     };
     let task = tokio::spawn(writer.run(stopped));
     tracing::info!(store = store::kind(&config.store), "audit log started");
     Ok((
-        audit,
+        Audit::on(queue),
         AuditWriter {
             running: Some((stop, task)),
         },
@@ -175,15 +265,14 @@ pub async fn start_with(
 
 struct Writer {
     shared: Arc<Shared>,
-    rx: mpsc::Receiver<AuditRecord>,
-    /// Taken off the queue, not yet handed to the sink (oldest first).
-    pending: Vec<AuditRecord>,
-    batches: mpsc::Sender<Vec<AuditRecord>>,
+    queue: Arc<Queue>,
+    /// Buffers to swap into the shards, one per shard, with room reserved.
+    fresh: Vec<Buffer>,
+    pending: Pending,
+    batches: mpsc::Sender<Batch>,
     sink: JoinHandle<()>,
     give_up: Arc<OnceLock<Instant>>,
     limits: Limits,
-    /// Masks secrets in bodies and error messages before they are stored.
-    redactor: Redactor,
 }
 
 impl Writer {
@@ -191,32 +280,22 @@ impl Writer {
         let batch = self.limits.batch.max(1);
         let mut flush = interval(self.limits.flush_every.max(Duration::from_millis(1)));
         flush.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        // The queue is polled, not awaited: awaiting it would wake this task (and often park
-        // and unpark a worker thread) for every record, which under load cost more than the
-        // rest of the audit log together. A poll every few milliseconds drains it in bulk.
+        // The buffers are polled: nothing wakes this task per record.
         let mut poll = interval(POLL_EVERY);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut buf = Vec::with_capacity(batch);
         let batches = self.batches.clone();
         // A full batch goes to the sink as soon as it is free; a partial one when a tick has
         // passed since the last hand-over, so a record waits about a second at most.
         let mut due = false;
         loop {
-            let ready = !self.pending.is_empty() && (due || self.pending.len() >= batch);
+            let ready = self.pending.records > 0 && (due || self.pending.records >= batch);
             tokio::select! {
-                _ = poll.tick() => {
-                    let open = self.receive(&mut buf);
-                    self.take(&mut buf);
-                    if !open {
-                        break;
-                    }
-                }
+                _ = poll.tick() => self.collect(),
                 permit = batches.reserve(), if ready => {
                     let Ok(permit) = permit else {
                         break;
                     };
-                    let n = self.pending.len().min(batch);
-                    permit.send(self.pending.drain(..n).collect());
+                    permit.send(self.pending.batch(batch));
                     due = false;
                 }
                 _ = flush.tick() => due = true,
@@ -227,31 +306,33 @@ impl Writer {
         self.drain().await;
     }
 
-    /// Move what the queue holds into `buf` without waiting; false once every sender is gone.
-    fn receive(&mut self, buf: &mut Vec<AuditRecord>) -> bool {
-        for _ in 0..self.limits.queue.max(1) {
-            match self.rx.try_recv() {
-                Ok(r) => buf.push(r),
-                Err(TryRecvError::Empty) => return true,
-                Err(TryRecvError::Disconnected) => return false,
+    /// Take what the shards hold into `pending`; past [`Limits::pending_max`], drop the oldest.
+    fn collect(&mut self) {
+        self.queue.take(&mut self.fresh);
+        for buf in &mut self.fresh {
+            if buf.records == 0 {
+                continue;
             }
+            // The next buffer for this shard: room for as much as this one held.
+            let room = buf.bytes.len();
+            let taken = std::mem::replace(
+                buf,
+                Buffer {
+                    bytes: Vec::with_capacity(room),
+                    records: 0,
+                },
+            );
+            self.shared
+                .pending
+                .fetch_add(taken.records as u64, Ordering::Relaxed);
+            self.pending.push(Chunk {
+                bytes: Bytes::from(taken.bytes),
+                records: taken.records,
+            });
         }
-        true
-    }
-
-    fn take(&mut self, buf: &mut Vec<AuditRecord>) {
-        for r in buf.iter_mut() {
-            self.redactor.apply(&mut r.error);
-            self.redactor.apply(&mut r.request_body);
-            self.redactor.apply(&mut r.response_body);
-        }
-        self.shared
-            .pending
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.pending.append(buf);
-        if self.pending.len() > self.limits.pending_max {
-            let excess = self.pending.len() - self.limits.pending_max;
-            self.pending.drain(..excess);
+        let excess = self.pending.records.saturating_sub(self.limits.pending_max);
+        if excess > 0 {
+            self.pending.discard(excess);
             self.shared
                 .pending
                 .fetch_sub(excess as u64, Ordering::Relaxed);
@@ -262,25 +343,21 @@ impl Writer {
         }
     }
 
-    /// Shutdown: take what is still queued, hand it all to the sink, and wait for the sink to
-    /// write it (retrying a failing store until the deadline).
+    /// Shutdown: refuse new records, take what the shards hold, hand it all to the sink, and
+    /// wait for the sink to write it (retrying a failing store until the deadline).
     async fn drain(mut self) {
-        self.rx.close();
-        let mut buf = Vec::new();
-        while let Some(r) = self.rx.recv().await {
-            buf.push(r);
-        }
-        self.take(&mut buf);
+        self.queue.close();
+        self.collect();
         let _ = self
             .give_up
             .set(Instant::now() + self.limits.shutdown_retry_for);
         let batch = self.limits.batch.max(1);
-        while !self.pending.is_empty() {
-            let n = self.pending.len().min(batch);
-            let chunk: Vec<_> = self.pending.drain(..n).collect();
-            if self.batches.send(chunk).await.is_err() {
+        while self.pending.records > 0 {
+            let next = self.pending.batch(batch);
+            let n = next.records;
+            if self.batches.send(next).await.is_err() {
                 // The sink is gone (it panicked): what is left cannot be written.
-                let left = n + self.pending.len();
+                let left = n + self.pending.records;
                 self.shared
                     .pending
                     .fetch_sub(left as u64, Ordering::Relaxed);
@@ -297,5 +374,80 @@ impl Writer {
             dropped = self.shared.dropped.load(Ordering::Relaxed),
             "audit log flushed"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditRecord;
+
+    fn records(from: usize, n: usize) -> Vec<AuditRecord> {
+        (from..from + n)
+            .map(|i| AuditRecord {
+                request_id: format!("r{i}"),
+                time_ms: 1,
+                client_key_id: None,
+                route: "chat".into(),
+                stream: false,
+                status: 200,
+                target: None,
+                latency_ms: 1.0,
+                ttft_ms: None,
+                tokens_in: None,
+                tokens_out: None,
+                turns_dropped: 0,
+                hedged: false,
+                error: None,
+                path: Vec::new(),
+                request_body: None,
+                response_body: None,
+            })
+            .collect()
+    }
+
+    /// The request ids in `chunks`, in order.
+    fn ids(chunks: &[Chunk]) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in chunks {
+            let mut tuples = tuple::Tuples::new(&c.bytes);
+            let mut n = 0;
+            while let Some(t) = tuples.next_tuple().unwrap() {
+                let tuple::Field::Text(id) = t[0] else {
+                    panic!("{:?}", t[0])
+                };
+                out.push(id.to_owned());
+                n += 1;
+            }
+            assert_eq!(n, c.records);
+        }
+        out
+    }
+
+    #[test]
+    fn the_oldest_records_are_discarded_first_cutting_a_chunk_where_they_end() {
+        let mut p = Pending::default();
+        p.push(Chunk::of(&records(0, 3)));
+        p.push(Chunk::of(&records(3, 4)));
+        p.discard(5);
+        assert_eq!(p.records, 2);
+        let all = p.batch(usize::MAX);
+        assert_eq!((all.records, p.records), (2, 0));
+        assert_eq!(ids(&all.chunks), ["r5", "r6"]);
+        p.discard(1);
+        assert_eq!(p.records, 0);
+    }
+
+    #[test]
+    fn a_batch_takes_whole_chunks_until_it_has_enough() {
+        let mut p = Pending::default();
+        for i in 0..3 {
+            p.push(Chunk::of(&records(i * 4, 4)));
+        }
+        let b = p.batch(5);
+        assert_eq!((b.records, b.chunks.len(), p.records), (8, 2, 4));
+        assert_eq!(ids(&b.chunks)[7], "r7");
+        assert_eq!(p.batch(5).records, 4);
+        assert_eq!(p.batch(5).records, 0);
     }
 }

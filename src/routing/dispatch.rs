@@ -22,7 +22,7 @@ use super::stream::Usage;
 use super::wire::Canonical;
 use super::{Route, Target};
 use crate::api::chat_request::ChatRequest;
-use crate::audit::AuditAttempt;
+use crate::audit::{millis, AuditAttempt};
 
 /// A client request on its way through a route.
 #[derive(Debug)]
@@ -106,8 +106,8 @@ impl Outcome {
         );
         let attempts = self.path.iter().map(|a| AuditAttempt {
             target: a.target.id().to_owned(),
-            start_ms: a.start.as_secs_f64() * 1000.0,
-            duration_ms: a.duration.as_secs_f64() * 1000.0,
+            start_ms: millis(a.start),
+            duration_ms: millis(a.duration),
             outcome: a.outcome.to_owned(),
             status: a.status,
             carried_chars: None,

@@ -313,7 +313,7 @@ impl<'a> Race<'a> {
                     done.start,
                     elapsed,
                     "ok",
-                    None,
+                    Some(200),
                 ));
                 self.record_running("hedge_lost");
                 if self.hedged {
