@@ -19,17 +19,22 @@ pub fn new() -> String {
 /// The arrival time (Unix ms) in an id made by [`new`]; `None` for any other string.
 pub fn time_ms(id: &str) -> Option<i64> {
     let b = id.as_bytes();
-    let hex = |r: std::ops::Range<usize>| {
-        let s = id.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_hexdigit())
-            .then(|| u64::from_str_radix(s, 16).ok())?
-    };
     if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[14] != b'7' {
         return None;
     }
-    let ms = (hex(0..8)? << 16) | hex(9..13)?;
-    i64::try_from(ms).ok()
+    // The 48-bit time is the first 12 hex digits, around the first dash (decoded by hand:
+    // `from_str_radix` twice cost ~600 instructions, on every request the audit log records).
+    let mut ms: i64 = 0;
+    for &c in b[..8].iter().chain(&b[9..13]) {
+        let digit = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => return None,
+        };
+        ms = (ms << 4) | i64::from(digit);
+    }
+    Some(ms)
 }
 
 /// The UUIDv7 text for `unix_ms` and random bits `rand` (74 of them are used). Written by hand:

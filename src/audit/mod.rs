@@ -72,7 +72,12 @@ pub struct AuditStatus {
 /// A duration as the audit log keeps times: milliseconds, to the microsecond (more digits
 /// would only lengthen every stored path).
 pub fn millis(d: Duration) -> f64 {
-    d.as_micros() as f64 / 1000.0
+    // Not `as_micros()`: a u128 to f64 conversion is a library call.
+    let us = d
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_micros()));
+    us as f64 / 1000.0
 }
 
 /// One upstream attempt (or a target passed over) in a request's path.
