@@ -142,8 +142,8 @@ pub(crate) struct Queue {
     /// Records a shard holds before more are dropped (counted).
     cap: usize,
     bodies: bool,
-    /// Masks secrets in bodies and error messages before they are encoded.
-    redactor: Redactor,
+    /// Masks secrets in bodies and error messages (in the writer).
+    pub(crate) redactor: Redactor,
     /// Set when the writer shuts down: what comes later is counted as dropped.
     closed: AtomicBool,
     /// The writer's state.
@@ -155,10 +155,13 @@ pub(crate) struct Queue {
 #[repr(align(128))]
 struct Shard(Mutex<Buffer>);
 
-/// Records in [`tuple`] form, and how many.
+/// A shard's records: most in [`tuple`] form, those with text to mask (an error, bodies) as
+/// they are, for the writer to mask and encode off the request path.
 #[derive(Debug, Default)]
 pub(crate) struct Buffer {
     pub bytes: Vec<u8>,
+    pub raw: Vec<AuditRecord>,
+    /// Records in `bytes` and `raw`.
     pub records: usize,
 }
 
@@ -275,8 +278,9 @@ impl Audit {
         self.inner.as_ref().is_some_and(|q| q.bodies)
     }
 
-    /// Queue a record without waiting: it is encoded into this thread's buffer. A full buffer
-    /// or a stopped writer counts it as dropped.
+    /// Queue a record without waiting: it is encoded into this thread's buffer (one with an
+    /// error or bodies is kept whole: masking secrets is the writer's work). A full buffer or a
+    /// stopped writer counts it as dropped.
     pub fn submit(&self, record: AuditRecord) {
         let Some(q) = &self.inner else { return };
         let shard = &q.shards[SHARD.with(|s| *s) % q.shards.len()];
@@ -290,8 +294,15 @@ impl Audit {
         };
         match refused {
             None => {
-                tuple::encode(&record, &q.redactor, &mut buf.bytes);
                 buf.records += 1;
+                if record.error.is_none()
+                    && record.request_body.is_none()
+                    && record.response_body.is_none()
+                {
+                    tuple::encode(&record, &q.redactor, &mut buf.bytes);
+                } else {
+                    buf.raw.push(record);
+                }
             }
             Some(why) => {
                 drop(buf);
@@ -354,18 +365,26 @@ mod tests {
         });
         let queue = Arc::new(Queue::new(1, 2, false, Redactor::new([]), shared));
         let audit = Audit::on(queue.clone());
-        for id in ["a", "b", "c"] {
-            audit.submit(record(id));
+        let failed = AuditRecord {
+            error: Some("upstream said: bad key sk-abcdefghijklmnopqrstuvwx".into()),
+            ..record("b")
+        };
+        for r in [record("a"), failed, record("c")] {
+            audit.submit(r);
         }
         assert_eq!((audit.status().queued, audit.status().dropped), (2, 1));
         let mut taken = vec![Buffer::default()];
         queue.take(&mut taken);
         assert_eq!(taken[0].records, 2);
+        // The record with text to mask is left whole for the writer.
+        assert_eq!(taken[0].raw.len(), 1);
+        assert_eq!(taken[0].raw[0].request_id, "b");
         let mut tuples = tuple::Tuples::new(&taken[0].bytes);
         assert_eq!(
             tuples.next_tuple().unwrap().unwrap()[0],
             tuple::Field::Text("a")
         );
+        assert!(tuples.next_tuple().unwrap().is_none());
         assert_eq!(audit.status().queued, 0);
         queue.close();
         audit.submit(record("d"));

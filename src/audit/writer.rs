@@ -315,20 +315,34 @@ impl Writer {
             }
             // The next buffer for this shard: room for as much as this one held.
             let room = buf.bytes.len();
-            let taken = std::mem::replace(
+            let mut taken = std::mem::replace(
                 buf,
                 Buffer {
                     bytes: Vec::with_capacity(room),
+                    raw: Vec::new(),
                     records: 0,
                 },
             );
             self.shared
                 .pending
                 .fetch_add(taken.records as u64, Ordering::Relaxed);
-            self.pending.push(Chunk {
-                bytes: Bytes::from(taken.bytes),
-                records: taken.records,
-            });
+            let raw = taken.raw.len();
+            if taken.records > raw {
+                self.pending.push(Chunk {
+                    bytes: Bytes::from(std::mem::take(&mut taken.bytes)),
+                    records: taken.records - raw,
+                });
+            }
+            if raw > 0 {
+                let mut bytes = Vec::new();
+                for r in &taken.raw {
+                    tuple::encode(r, &self.queue.redactor, &mut bytes);
+                }
+                self.pending.push(Chunk {
+                    bytes: bytes.into(),
+                    records: raw,
+                });
+            }
         }
         let excess = self.pending.records.saturating_sub(self.limits.pending_max);
         if excess > 0 {
