@@ -4,7 +4,6 @@
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream};
@@ -85,11 +84,8 @@ pub fn refused(
 
 /// The time in the id (so a lookup by id can use the time index), else now.
 fn time_ms(id: &str) -> i64 {
-    super::request_id::time_ms(id).unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    })
+    super::request_id::time_ms(id)
+        .unwrap_or_else(|| i64::try_from(crate::routing::health::wall_ms()).unwrap_or(i64::MAX))
 }
 
 /// Fill in token counts.

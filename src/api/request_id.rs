@@ -6,14 +6,9 @@
 //! `time_ms` is the time in the id, so a lookup by id is a lookup by time first
 //! ([`time_ms`]) and needs no index of its own.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// A new id for a request arriving now.
 pub fn new() -> String {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    uuid_v7(ms, fastrand::u128(..))
+    uuid_v7(crate::routing::health::wall_ms(), fastrand::u128(..))
 }
 
 /// The arrival time (Unix ms) in an id made by [`new`]; `None` for any other string.
@@ -82,10 +77,7 @@ mod tests {
             time_ms(&uuid_v7(0x017F_22E2_79B0, 7)),
             Some(0x017F_22E2_79B0)
         );
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap();
+        let now = crate::routing::health::wall_ms() as i64;
         let t = time_ms(&new()).unwrap();
         assert!((now - 1_000..=now + 1_000).contains(&t), "{t} vs {now}");
         // Not ours: the old 16-hex-digit ids, a UUIDv4, garbage.
