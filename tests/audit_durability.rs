@@ -236,6 +236,37 @@ async fn loss_while_the_store_is_down_is_counted_and_reported() {
     store.cleanup().await;
 }
 
+/// A database that accepts connections and never answers cannot hold the exit past the
+/// shutdown deadline: the write in progress is cut short there and its records are counted as
+/// lost. (Virtual time: without the cut, the connection attempt's own 5 s would run out first.)
+#[tokio::test(start_paused = true)]
+async fn a_store_that_hangs_does_not_hold_the_shutdown_past_its_deadline() {
+    let store = TestStore::postgres().await;
+    let proxy = TcpProxy::start("127.0.0.1:5432").await;
+    proxy.stall();
+    let config = AuditConfig {
+        store: AuditStore::Postgres(store.url_via(&proxy.addr.to_string())),
+        bodies: false,
+        retention: None,
+    };
+    let limits = Limits {
+        shutdown_retry_for: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let (audit, writer) = start_with(&config, Redactor::new([]), &Registry::new(), limits)
+        .await
+        .unwrap();
+    submit(&audit, 0..10, 1_700_000_000_000);
+    let started = tokio::time::Instant::now();
+    writer.shutdown().await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let s = audit.status();
+    assert_eq!((s.written, s.dropped, s.queued), (0, 10, 0), "{s:?}");
+    assert!(s.failing, "{s:?}");
+    store.cleanup().await;
+}
+
 #[tokio::test]
 async fn retention_prunes_old_records_sqlite() {
     retention_prunes_old_records(TestStore::sqlite()).await;

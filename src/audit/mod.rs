@@ -43,6 +43,8 @@ pub enum AuditError {
     Postgres(String),
     #[error("audit store did not answer within {0:?}")]
     Timeout(Duration),
+    #[error("audit store still busy when the shutdown deadline passed")]
+    ShutdownDeadline,
     /// A bad URL or filter.
     #[error("{0}")]
     Invalid(String),
@@ -283,7 +285,8 @@ impl Audit {
     /// stopped writer counts it as dropped.
     pub fn submit(&self, record: AuditRecord) {
         let Some(q) = &self.inner else { return };
-        let shard = &q.shards[SHARD.with(|s| *s) % q.shards.len()];
+        // `try_with`: a record submitted while the thread is torn down goes to shard 0 (no panic).
+        let shard = &q.shards[SHARD.try_with(|s| *s).unwrap_or(0) % q.shards.len()];
         let mut buf = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if q.closed.load(Ordering::Relaxed) {
             Some("writer stopped")
@@ -294,7 +297,6 @@ impl Audit {
         };
         match refused {
             None => {
-                buf.records += 1;
                 if record.error.is_none()
                     && record.request_body.is_none()
                     && record.response_body.is_none()
@@ -303,6 +305,7 @@ impl Audit {
                 } else {
                     buf.raw.push(record);
                 }
+                buf.records += 1;
             }
             Some(why) => {
                 drop(buf);

@@ -19,7 +19,7 @@ use super::{AuditError, AuditRecord};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// Migrations may rebuild an index of a large table.
+/// The first connection's migrations may rebuild an index of a large table.
 const MIGRATE_TIMEOUT: Duration = Duration::from_secs(600);
 const PRUNE_CHUNK: u64 = 10_000;
 /// Serialises migrations of replicas that start together (any fixed number will do).
@@ -34,6 +34,10 @@ impl From<tokio_postgres::Error> for AuditError {
             text = format!("{text}: {s}");
             source = s.source();
         }
+        // A data exception (class 22: a value the server cannot take) fails every retry alike.
+        if e.code().is_some_and(|c| c.code().starts_with("22")) {
+            return AuditError::Invalid(text);
+        }
         AuditError::Postgres(text)
     }
 }
@@ -46,6 +50,9 @@ struct Conn {
 pub(crate) struct PgStore {
     config: tokio_postgres::Config,
     conn: Option<Conn>,
+    /// Whether a connection has seen the schema up to date: later connections check it
+    /// within the usual deadline, not the first one's (which may rebuild an index).
+    migrated: bool,
 }
 
 impl PgStore {
@@ -58,7 +65,11 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("switchyard-audit");
         }
-        Ok(PgStore { config, conn: None })
+        Ok(PgStore {
+            config,
+            conn: None,
+            migrated: false,
+        })
     }
 
     /// Connect (and migrate) unless connected.
@@ -76,7 +87,13 @@ impl PgStore {
                 tracing::debug!(error = %AuditError::from(e), "audit log: postgres connection ended");
             }
         });
-        deadline(MIGRATE_TIMEOUT, migrate(&mut client)).await?;
+        let limit = if self.migrated {
+            CALL_TIMEOUT
+        } else {
+            MIGRATE_TIMEOUT
+        };
+        deadline(limit, migrate(&mut client)).await?;
+        self.migrated = true;
         self.conn = Some(Conn { client });
         Ok(())
     }

@@ -4,9 +4,10 @@
 //! only on shutdown, past the deadline, is it given up and counted as dropped. Pruning old
 //! records happens here too, between batches.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::{interval, sleep, Instant, MissedTickBehavior};
@@ -17,11 +18,11 @@ use super::AuditError;
 
 const BACKOFF_MIN: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How often a write in progress checks whether shutdown's deadline has passed.
+const DEADLINE_CHECK: Duration = Duration::from_millis(100);
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    i64::try_from(crate::routing::health::wall_ms()).unwrap_or(i64::MAX)
 }
 
 /// The store's task.
@@ -52,7 +53,7 @@ impl Sink {
     }
 
     fn past_deadline(&self) -> bool {
-        self.give_up.get().is_some_and(|t| Instant::now() >= *t)
+        past(&self.give_up)
     }
 
     async fn write(&mut self, batch: Batch) {
@@ -66,7 +67,7 @@ impl Sink {
                     .drop_records(n, "audit store unavailable at shutdown");
                 return;
             }
-            match self.store.write(&batch.chunks).await {
+            match bounded(&self.give_up, self.store.write(&batch.chunks)).await {
                 Ok(()) => {
                     self.shared.pending.fetch_sub(n as u64, Ordering::Relaxed);
                     self.shared.written.fetch_add(n as u64, Ordering::Relaxed);
@@ -75,12 +76,11 @@ impl Sink {
                     }
                     return;
                 }
-                // Records that cannot be read back (a bug) would fail every retry.
+                // A batch the store rejects as malformed (a bug) would fail every retry.
                 Err(e @ AuditError::Invalid(_)) => {
                     self.failed(&e, "write", Duration::ZERO);
                     self.shared.pending.fetch_sub(n as u64, Ordering::Relaxed);
-                    self.shared
-                        .drop_records(n, "audit batch could not be encoded");
+                    self.shared.drop_records(n, "audit batch malformed");
                     return;
                 }
                 Err(e) => {
@@ -121,4 +121,25 @@ impl Sink {
             Err(e) => self.failed(&e, "prune", self.prune_every),
         }
     }
+}
+
+/// `op`, cut short once shutdown's deadline (`give_up`) has passed: a store that accepts
+/// connections but never answers must not hold the exit past it. A SQLite write cut short may
+/// still commit on its blocking thread: its records are then counted as dropped and stored too.
+async fn bounded<T>(
+    give_up: &OnceLock<Instant>,
+    op: impl Future<Output = Result<T, AuditError>>,
+) -> Result<T, AuditError> {
+    let mut op = std::pin::pin!(op);
+    loop {
+        match tokio::time::timeout(DEADLINE_CHECK, op.as_mut()).await {
+            Ok(r) => return r,
+            Err(_) if past(give_up) => return Err(AuditError::ShutdownDeadline),
+            Err(_) => {}
+        }
+    }
+}
+
+fn past(give_up: &OnceLock<Instant>) -> bool {
+    give_up.get().is_some_and(|t| Instant::now() >= *t)
 }

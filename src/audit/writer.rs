@@ -34,8 +34,8 @@ const POLL_EVERY: Duration = Duration::from_millis(20);
 /// The writer's sizes and timings. [`start`] uses the defaults; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Records a request thread's buffer holds until the writer takes them (10,000; the
-    /// writer takes them every 20 ms).
+    /// Records the request threads' buffers hold until the writer takes them (every 20 ms),
+    /// in all: each of the buffers (one per core) holds its share (10,000).
     pub queue: usize,
     /// Records written in one transaction, about (5,000: whole buffers are not split).
     pub batch: usize,
@@ -218,12 +218,12 @@ pub async fn start_with(
         last_error: Mutex::new(None),
         dropped: metrics.counter(names::AUDIT_DROPPED, &[]),
     });
-    // A shard per thread that may serve requests, and some to spare: threads that share a
-    // shard only share its lock.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // A shard per core, as many as server threads by default; threads that share a shard
+    // only share its lock.
+    let shards = std::thread::available_parallelism().map_or(1, |n| n.get().min(64));
     let queue = Arc::new(Queue::new(
-        (threads * 2).min(64),
-        limits.queue,
+        shards,
+        limits.queue.div_ceil(shards),
         config.bodies,
         redactor,
         shared.clone(),

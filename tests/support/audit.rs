@@ -141,6 +141,8 @@ pub async fn pg_connect(url: &str) -> tokio_postgres::Client {
 pub struct TcpProxy {
     pub addr: SocketAddr,
     up: Arc<AtomicBool>,
+    /// Accept connections and hold them, answering nothing (a server that hangs).
+    stalled: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -150,17 +152,21 @@ impl TcpProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let up = Arc::new(AtomicBool::new(true));
+        let stalled = Arc::new(AtomicBool::new(false));
         let conns: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let upstream = upstream.to_owned();
-        let (up2, conns2) = (up.clone(), conns.clone());
+        let (up2, stalled2, conns2) = (up.clone(), stalled.clone(), conns.clone());
         let task = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 if !up2.load(Ordering::SeqCst) {
                     continue;
                 }
                 let upstream = upstream.clone();
+                let stall = stalled2.load(Ordering::SeqCst);
                 let t = tokio::spawn(async move {
-                    if let Ok(mut out) = TcpStream::connect(&upstream).await {
+                    if stall {
+                        let _ = tokio::io::copy(&mut inbound, &mut tokio::io::sink()).await;
+                    } else if let Ok(mut out) = TcpStream::connect(&upstream).await {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
                     }
                 });
@@ -170,8 +176,17 @@ impl TcpProxy {
         TcpProxy {
             addr,
             up,
+            stalled,
             conns,
             task,
+        }
+    }
+
+    /// From now on, hold connections without answering (those open are cut).
+    pub fn stall(&self) {
+        self.stalled.store(true, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            c.abort();
         }
     }
 
