@@ -159,24 +159,30 @@ async fn postgres_going_away_is_retried_and_writing_resumes() {
 
 fn record(i: usize, time_ms: i64) -> AuditRecord {
     AuditRecord {
-        request_id: format!("req-{i}"),
-        time_ms,
-        client_key_id: None,
-        route: "chat".into(),
-        stream: false,
         status: 200,
         target: Some("p0/m".into()),
         latency_ms: 1.0,
-        ttft_ms: None,
         tokens_in: Some(1),
         tokens_out: Some(2),
-        turns_dropped: 0,
-        hedged: false,
-        error: None,
-        path: Vec::new(),
-        request_body: None,
-        response_body: None,
+        ..AuditRecord::new(format!("req-{i}"), time_ms, "chat".into())
     }
+}
+
+/// The audit log alone (no gateway) on `store`, with `limits`.
+async fn start_log(
+    store: AuditStore,
+    retention: Option<Duration>,
+    limits: Limits,
+    metrics: &Registry,
+) -> (Audit, switchyard::audit::AuditWriter) {
+    let config = AuditConfig {
+        store,
+        bodies: false,
+        retention,
+    };
+    start_with(&config, Redactor::new([]), metrics, limits)
+        .await
+        .unwrap()
 }
 
 fn submit(audit: &Audit, range: std::ops::Range<usize>, time_ms: i64) {
@@ -189,11 +195,6 @@ fn submit(audit: &Audit, range: std::ops::Range<usize>, time_ms: i64) {
 async fn loss_while_the_store_is_down_is_counted_and_reported() {
     let store = TestStore::postgres().await;
     let proxy = TcpProxy::start("127.0.0.1:5432").await;
-    let config = AuditConfig {
-        store: AuditStore::Postgres(store.url_via(&proxy.addr.to_string())),
-        bodies: false,
-        retention: None,
-    };
     let metrics = Registry::new();
     let limits = Limits {
         queue: 100,
@@ -201,9 +202,8 @@ async fn loss_while_the_store_is_down_is_counted_and_reported() {
         shutdown_retry_for: Duration::from_secs(1),
         ..Limits::default()
     };
-    let (audit, writer) = start_with(&config, Redactor::new([]), &metrics, limits)
-        .await
-        .unwrap();
+    let url = store.url_via(&proxy.addr.to_string());
+    let (audit, writer) = start_log(AuditStore::Postgres(url), None, limits, &metrics).await;
     proxy.set_up(false);
     let now = 1_700_000_000_000;
     // More than the queue and the writer's buffer hold together, faster than they drain.
@@ -244,18 +244,13 @@ async fn a_store_that_hangs_does_not_hold_the_shutdown_past_its_deadline() {
     let store = TestStore::postgres().await;
     let proxy = TcpProxy::start("127.0.0.1:5432").await;
     proxy.stall();
-    let config = AuditConfig {
-        store: AuditStore::Postgres(store.url_via(&proxy.addr.to_string())),
-        bodies: false,
-        retention: None,
-    };
     let limits = Limits {
         shutdown_retry_for: Duration::from_secs(1),
         ..Limits::default()
     };
-    let (audit, writer) = start_with(&config, Redactor::new([]), &Registry::new(), limits)
-        .await
-        .unwrap();
+    let url = store.url_via(&proxy.addr.to_string());
+    let (audit, writer) =
+        start_log(AuditStore::Postgres(url), None, limits, &Registry::new()).await;
     submit(&audit, 0..10, 1_700_000_000_000);
     let started = tokio::time::Instant::now();
     writer.shutdown().await;
@@ -278,18 +273,17 @@ async fn retention_prunes_old_records_postgres() {
 }
 
 async fn retention_prunes_old_records(store: TestStore) {
-    let config = AuditConfig {
-        store: switchyard::audit::query::parse_db_url(&store.url()).unwrap(),
-        bodies: false,
-        retention: Some(Duration::from_secs(3600)),
-    };
     let limits = Limits {
         prune_every: Duration::from_millis(200),
         ..Limits::default()
     };
-    let (audit, writer) = start_with(&config, Redactor::new([]), &Registry::new(), limits)
-        .await
-        .unwrap();
+    let (audit, writer) = start_log(
+        switchyard::audit::query::parse_db_url(&store.url()).unwrap(),
+        Some(Duration::from_secs(3600)),
+        limits,
+        &Registry::new(),
+    )
+    .await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -25,25 +25,12 @@ pub fn draft(
     client_key_id: Option<String>,
 ) -> AuditRecord {
     AuditRecord {
-        request_id: req.id.clone(),
-        time_ms: time_ms(&req.id),
         client_key_id,
-        route: route.to_owned(),
         stream: req.chat.stream,
-        status: 0,
-        target: None,
-        latency_ms: 0.0,
-        ttft_ms: None,
-        tokens_in: None,
-        tokens_out: None,
-        turns_dropped: 0,
-        hedged: false,
-        error: None,
-        path: Vec::new(),
         request_body: audit
             .bodies()
             .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
-        response_body: None,
+        ..AuditRecord::new(req.id.clone(), time_ms(&req.id), route.to_owned())
     }
 }
 
@@ -62,23 +49,12 @@ pub fn refused(
         return;
     }
     audit.submit(AuditRecord {
-        request_id: id.to_owned(),
-        time_ms: time_ms(id),
         client_key_id,
-        route: route.to_owned(),
         stream,
         status: err.status.as_u16(),
-        target: None,
         latency_ms: millis(started.elapsed()),
-        ttft_ms: None,
-        tokens_in: None,
-        tokens_out: None,
-        turns_dropped: 0,
-        hedged: false,
         error: Some(err.message.clone()),
-        path: Vec::new(),
-        request_body: None,
-        response_body: None,
+        ..AuditRecord::new(id.to_owned(), time_ms(id), route.to_owned())
     });
 }
 

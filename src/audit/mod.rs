@@ -129,6 +129,32 @@ pub struct AuditRecord {
     pub response_body: Option<String>,
 }
 
+impl AuditRecord {
+    /// A record of a request to `route` with nothing known yet: status 0, no target, no
+    /// attempts (callers fill in the rest, or use struct update syntax).
+    pub fn new(request_id: String, time_ms: i64, route: String) -> AuditRecord {
+        AuditRecord {
+            request_id,
+            time_ms,
+            client_key_id: None,
+            route,
+            stream: false,
+            status: 0,
+            target: None,
+            latency_ms: 0.0,
+            ttft_ms: None,
+            tokens_in: None,
+            tokens_out: None,
+            turns_dropped: 0,
+            hedged: false,
+            error: None,
+            path: Vec::new(),
+            request_body: None,
+            response_body: None,
+        }
+    }
+}
+
 /// The request path's handle on the audit log. Cheap to clone (one reference count).
 #[derive(Debug, Clone)]
 pub struct Audit {
@@ -327,23 +353,8 @@ mod tests {
 
     fn record(id: &str) -> AuditRecord {
         AuditRecord {
-            request_id: id.into(),
-            time_ms: 1,
-            client_key_id: None,
-            route: "chat".into(),
-            stream: false,
             status: 200,
-            target: None,
-            latency_ms: 1.0,
-            ttft_ms: None,
-            tokens_in: None,
-            tokens_out: None,
-            turns_dropped: 0,
-            hedged: false,
-            error: None,
-            path: Vec::new(),
-            request_body: None,
-            response_body: None,
+            ..AuditRecord::new(id.into(), 1, "chat".into())
         }
     }
 

@@ -398,25 +398,7 @@ mod tests {
 
     fn records(from: usize, n: usize) -> Vec<AuditRecord> {
         (from..from + n)
-            .map(|i| AuditRecord {
-                request_id: format!("r{i}"),
-                time_ms: 1,
-                client_key_id: None,
-                route: "chat".into(),
-                stream: false,
-                status: 200,
-                target: None,
-                latency_ms: 1.0,
-                ttft_ms: None,
-                tokens_in: None,
-                tokens_out: None,
-                turns_dropped: 0,
-                hedged: false,
-                error: None,
-                path: Vec::new(),
-                request_body: None,
-                response_body: None,
-            })
+            .map(|i| AuditRecord::new(format!("r{i}"), 1, "chat".into()))
             .collect()
     }
 
