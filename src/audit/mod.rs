@@ -188,9 +188,15 @@ struct Shard(Mutex<Buffer>);
 #[derive(Debug, Default)]
 pub(crate) struct Buffer {
     pub bytes: Vec<u8>,
+    /// Records in `bytes`.
+    pub encoded: usize,
     pub raw: Vec<AuditRecord>,
-    /// Records in `bytes` and `raw`.
-    pub records: usize,
+}
+
+impl Buffer {
+    pub fn records(&self) -> usize {
+        self.encoded + self.raw.len()
+    }
 }
 
 /// Threads number themselves in the order they first submit a record.
@@ -224,7 +230,7 @@ impl Queue {
     pub(crate) fn take(&self, fresh: &mut [Buffer]) {
         for (shard, buf) in self.shards.iter().zip(fresh.iter_mut()) {
             let mut held = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
-            if held.records > 0 {
+            if held.records() > 0 {
                 std::mem::swap(&mut *held, buf);
             }
         }
@@ -243,7 +249,7 @@ impl Queue {
     fn queued(&self) -> u64 {
         self.shards
             .iter()
-            .map(|s| s.0.lock().unwrap_or_else(PoisonError::into_inner).records as u64)
+            .map(|s| s.0.lock().unwrap_or_else(PoisonError::into_inner).records() as u64)
             .sum()
     }
 }
@@ -316,7 +322,7 @@ impl Audit {
         let mut buf = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
         let refused = if q.closed.load(Ordering::Relaxed) {
             Some("writer stopped")
-        } else if buf.records >= q.cap {
+        } else if buf.records() >= q.cap {
             Some("queue full")
         } else {
             None
@@ -328,10 +334,10 @@ impl Audit {
                     && record.response_body.is_none()
                 {
                     tuple::encode(&record, &q.redactor, &mut buf.bytes);
+                    buf.encoded += 1;
                 } else {
                     buf.raw.push(record);
                 }
-                buf.records += 1;
             }
             Some(why) => {
                 drop(buf);
@@ -389,7 +395,7 @@ mod tests {
         assert_eq!((audit.status().queued, audit.status().dropped), (2, 1));
         let mut taken = vec![Buffer::default()];
         queue.take(&mut taken);
-        assert_eq!(taken[0].records, 2);
+        assert_eq!(taken[0].records(), 2);
         // The record with text to mask is left whole for the writer.
         assert_eq!(taken[0].raw.len(), 1);
         assert_eq!(taken[0].raw[0].request_id, "b");

@@ -273,23 +273,16 @@ impl<'a> Tuples<'a> {
         }
         let mut fields = [Field::Null; FIELDS];
         for (field, kind) in fields.iter_mut().zip(KINDS) {
-            let len =
-                i32::from_be_bytes(take(&mut self.buf, 4)?.try_into().map_err(|_| corrupt())?);
+            let len = i32::from_be_bytes(array(take(&mut self.buf, 4)?)?);
             if len < 0 {
                 continue;
             }
             let bytes = take(&mut self.buf, len as usize)?;
             *field = match kind {
                 Kind::Text => Field::Text(std::str::from_utf8(bytes).map_err(|_| corrupt())?),
-                Kind::Int8 => {
-                    Field::Int(i64::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?))
-                }
-                Kind::Int4 => Field::Int(i64::from(i32::from_be_bytes(
-                    bytes.try_into().map_err(|_| corrupt())?,
-                ))),
-                Kind::Float8 => Field::Float(f64::from_bits(u64::from_be_bytes(
-                    bytes.try_into().map_err(|_| corrupt())?,
-                ))),
+                Kind::Int8 => Field::Int(i64::from_be_bytes(array(bytes)?)),
+                Kind::Int4 => Field::Int(i64::from(i32::from_be_bytes(array(bytes)?))),
+                Kind::Float8 => Field::Float(f64::from_bits(u64::from_be_bytes(array(bytes)?))),
                 Kind::Bool => Field::Bool(bytes.first().is_some_and(|&b| b != 0)),
             };
         }
@@ -320,6 +313,11 @@ fn take<'a>(buf: &mut &'a [u8], n: usize) -> Result<&'a [u8], AuditError> {
     let (head, rest) = buf.split_at(n);
     *buf = rest;
     Ok(head)
+}
+
+/// A field's bytes as a fixed-size value's.
+fn array<const N: usize>(bytes: &[u8]) -> Result<[u8; N], AuditError> {
+    bytes.try_into().map_err(|_| corrupt())
 }
 
 fn corrupt() -> AuditError {

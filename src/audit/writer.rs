@@ -310,37 +310,35 @@ impl Writer {
     fn collect(&mut self) {
         self.queue.take(&mut self.fresh);
         for buf in &mut self.fresh {
-            if buf.records == 0 {
+            if buf.records() == 0 {
                 continue;
             }
             // The next buffer for this shard: room for as much as this one held.
             let room = buf.bytes.len();
-            let mut taken = std::mem::replace(
+            let taken = std::mem::replace(
                 buf,
                 Buffer {
                     bytes: Vec::with_capacity(room),
-                    raw: Vec::new(),
-                    records: 0,
+                    ..Buffer::default()
                 },
             );
             self.shared
                 .pending
-                .fetch_add(taken.records as u64, Ordering::Relaxed);
-            let raw = taken.raw.len();
-            if taken.records > raw {
+                .fetch_add(taken.records() as u64, Ordering::Relaxed);
+            if taken.encoded > 0 {
                 self.pending.push(Chunk {
-                    bytes: Bytes::from(std::mem::take(&mut taken.bytes)),
-                    records: taken.records - raw,
+                    bytes: Bytes::from(taken.bytes),
+                    records: taken.encoded,
                 });
             }
-            if raw > 0 {
+            if !taken.raw.is_empty() {
                 let mut bytes = Vec::new();
                 for r in &taken.raw {
                     tuple::encode(r, &self.queue.redactor, &mut bytes);
                 }
                 self.pending.push(Chunk {
                     bytes: bytes.into(),
-                    records: raw,
+                    records: taken.raw.len(),
                 });
             }
         }
