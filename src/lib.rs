@@ -6,19 +6,25 @@
 //!   invalid; every error names its key path.
 //! - [`api`]: the inbound edge: the OpenAI (`/v1/chat/completions`) and Anthropic
 //!   (`/v1/messages`) client APIs over one shared edge (`api::respond`: client keys, controls,
-//!   audit record, answer in the client's dialect), SSE codec, admin and dashboard, the error
-//!   envelope.
-//! - [`routing`]: from a route to an answer: [`routing::dispatch`] runs the race
-//!   (`routing::race`: failover, retries, hedges), [`routing::attempt`] makes one call,
-//!   [`routing::failover`] classifies its errors, [`routing::relay`] carries a committed stream
-//!   and [`routing::continuation`] finishes a broken one elsewhere, [`routing::wire`] speaks
-//!   other dialects; [`routing::breaker`] (pure), [`routing::health`], [`routing::budget`],
-//!   [`routing::hedge`] and [`routing::probe`] decide who gets traffic.
+//!   audit record, answer in the client's dialect), admin and dashboard, the error envelope.
+//! - [`wire`]: the inner wire form the edge and the core share: the request
+//!   ([`wire::ChatRequest`], OpenAI chat bytes read shallowly), SSE framing, chunk reading, and
+//!   transcoding to and from the other dialects.
+//! - [`routing`]: from a route to an answer, in the inner form only (it imports nothing from
+//!   [`api`]): [`routing::dispatch`] runs the race (failover, retries, hedges),
+//!   [`routing::pick`] picks each attempt's target, [`routing::attempt`] makes one call,
+//!   [`routing::classify`] decides what its failure means, [`routing::path`] records what each
+//!   attempt came to, [`routing::relay`] carries a committed stream and
+//!   [`routing::continuation`] finishes a broken one elsewhere; [`routing::breaker`] (pure),
+//!   [`routing::health`], [`routing::budget`], [`routing::hedge`] and [`routing::probe`] decide
+//!   who gets traffic.
 //! - [`stats`]: per-target SLIs in rolling windows (HDR histograms); [`metrics`]: every metric,
 //!   Prometheus text.
 //! - [`provider`]: per-kind URL and credentials over one pooled client per provider.
 //! - [`canonical`]: our own request/response/stream-event model and its translation to and from
-//!   the OpenAI, Anthropic and Gemini wire formats; token estimates and context trimming.
+//!   the OpenAI, Anthropic and Gemini wire formats; each dialect's error classification; token
+//!   estimates and context trimming.
+//! - [`clock`] (wall time) and [`request_id`] (UUIDv7 ids whose first bits are that time).
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
 //! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written
@@ -28,22 +34,26 @@
 //!
 //! # The request path
 //! 1. `api::openai::chat_completions` (or `api::anthropic::messages`, which translates the body
-//!    to the OpenAI shape once) reads the body within `max_body`; an OpenAI body is parsed
-//!    shallowly (`api::chat_request`): only `model`, `stream`, `stream_options`, `messages`.
-//! 2. `api::respond` checks the client key and controls and looks the route up in the current
-//!    [`routing::Routing`] (one atomic load).
-//! 3. `routing::dispatch` starts the race: the first usable target (breaker admits, not parked)
-//!    gets an attempt with the client's bytes and the target's model spliced in (another
-//!    dialect: written from the canonical model; a too-long conversation: trimmed to fit),
+//!    to the OpenAI shape once) takes a [`request_id`]; `api::respond::Edge::open` checks the
+//!    client key and controls and reads the body within `max_body`; an OpenAI body is parsed
+//!    shallowly ([`wire::ChatRequest`]): only `model`, `stream`, `stream_options`, `messages`.
+//! 2. `api::respond::respond` looks the route up in the current [`routing::Routing`] (one
+//!    atomic load), drafts the audit record and calls [`routing::dispatch::dispatch`].
+//! 3. The race (`routing::race`) picks the first usable target ([`routing::pick`]: breaker
+//!    admits, not parked) and launches an attempt (`routing::launch`) with the body
+//!    [`routing::body`] fits to it: the client's bytes with the target's model spliced in
+//!    (another dialect: written from the canonical model; a too-long conversation: trimmed),
 //!    under `attempt_timeout` (streams: `first_token_timeout`).
-//! 4. A failed attempt is classified ([`routing::failover::AttemptError`]): retry here, move
+//! 4. A failed attempt is classified ([`routing::classify::AttemptError`]): retry here, move
 //!    on, or return the provider's client error as is. A slow one is hedged after the hedge
-//!    delay; the first good answer wins and the others are dropped (connections closed).
-//! 5. A stream is committed at its first content; until then nothing reaches the client. After
-//!    it, `routing::relay` forwards chunks; a break is continued on another target or ends with
-//!    an error event, never a silently truncated answer.
-//! 6. Every outcome feeds the target's breaker and SLIs; the edge writes the audit record (for
-//!    a stream, when it ends) and the response headers.
+//!    delay; the first good answer wins and the others are dropped (connections closed). Each
+//!    attempt's [`routing::path::Attempt`] joins the path.
+//! 5. A stream is committed at its first content ([`wire::chunks`]); until then nothing
+//!    reaches the client. After it, [`routing::relay`] forwards chunks; a break is continued on
+//!    another target or ends with an error event, never a silently truncated answer.
+//! 6. Every outcome feeds the target's breaker and SLIs and `requests_total`
+//!    ([`routing::path::RequestOutcome`]); the edge writes the audit record (for a stream, when
+//!    it ends) and the response headers, and converts the answer to the client's dialect.
 //!
 //! # Glossary
 //! - provider: one upstream API account (kind, base URL, key, pool).
@@ -59,11 +69,14 @@ pub mod app;
 pub mod audit;
 pub mod canonical;
 pub mod cli;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod metrics;
 pub mod mock;
 pub mod provider;
+pub mod request_id;
 pub mod routing;
 pub mod stats;
+pub mod wire;

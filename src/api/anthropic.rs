@@ -11,14 +11,13 @@ use http::HeaderMap;
 use tokio::time::Instant;
 
 use super::audited;
-use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::openai::{refused, with_id};
-use super::request_id;
-use super::respond::{respond, Edge};
+use super::respond::{refused, respond, with_id, Edge};
 use super::AppState;
 use crate::canonical::{self, Dialect};
-use crate::routing::wire::Canonical;
+use crate::request_id;
+use crate::wire::transcode::Canonical;
+use crate::wire::ChatRequest;
 
 /// `POST /v1/messages`.
 pub async fn messages(State(state): State<AppState>, request: axum::extract::Request) -> Response {

@@ -11,11 +11,12 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::error::ApiError;
-use crate::audit::{millis, AuditAttempt};
+use crate::audit::millis;
 use crate::audit::{Audit, AuditRecord};
-use crate::routing::dispatch::Request;
+use crate::routing::path::AttemptOutcome;
 use crate::routing::relay::StreamReport;
-use crate::routing::stream::Usage;
+use crate::routing::request::Request;
+use crate::wire::Usage;
 
 /// A record with what is known when the request starts.
 pub fn draft(
@@ -60,8 +61,7 @@ pub fn refused(
 
 /// The time in the id (so a lookup by id can use the time index), else now.
 fn time_ms(id: &str) -> i64 {
-    super::request_id::time_ms(id)
-        .unwrap_or_else(|| i64::try_from(crate::routing::health::wall_ms()).unwrap_or(i64::MAX))
+    crate::request_id::time_ms(id).unwrap_or_else(crate::clock::wall_ms_i64)
 }
 
 /// Fill in token counts.
@@ -76,16 +76,20 @@ pub fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
 pub struct AuditedStream {
     inner: BoxStream<'static, Result<Bytes, Infallible>>,
     record: Option<AuditRecord>,
+    /// The entry of the record's path whose attempt committed the stream.
+    served: Option<usize>,
     audit: Audit,
     report: oneshot::Receiver<StreamReport>,
     started: Instant,
 }
 
 impl AuditedStream {
-    /// Wrap `inner`; `record` has everything but how the stream ends.
+    /// Wrap `inner`; `record` has everything but how the stream ends; `served` is the entry
+    /// of its path that committed the stream.
     pub fn new(
         inner: BoxStream<'static, Result<Bytes, Infallible>>,
         record: AuditRecord,
+        served: Option<usize>,
         audit: Audit,
         report: oneshot::Receiver<StreamReport>,
         started: Instant,
@@ -93,6 +97,7 @@ impl AuditedStream {
         AuditedStream {
             inner,
             record: Some(record),
+            served,
             audit,
             report,
             started,
@@ -104,33 +109,26 @@ impl AuditedStream {
             return;
         };
         rec.latency_ms = millis(self.started.elapsed());
-        // The committed attempt is the path's `ok` entry; the report says how it really ended
-        // and which targets continued the answer after it.
-        let served = rec.path.iter().position(|a| a.outcome == "ok");
+        // The report says how the committed attempt really ended and which targets continued
+        // the answer after it.
+        let served = self.served.filter(|&i| i < rec.path.len());
         match self.report.try_recv() {
             Ok(report) => {
                 set_usage(&mut rec, report.usage);
-                let mut attempts = report.attempts.into_iter();
+                let mut attempts = report.attempts.iter();
                 if let (Some(i), Some(first)) = (served, attempts.next()) {
                     rec.path[i].duration_ms = millis(first.duration);
-                    rec.path[i].outcome = first.outcome.to_owned();
+                    rec.path[i].outcome = first.outcome.label().to_owned();
                 }
                 for a in attempts {
-                    rec.target = Some(a.target.clone());
-                    rec.path.push(AuditAttempt {
-                        target: a.target,
-                        start_ms: millis(a.start),
-                        duration_ms: millis(a.duration),
-                        outcome: a.outcome.to_owned(),
-                        status: None,
-                        carried_chars: Some(a.carried_chars as u64),
-                    });
+                    rec.target = Some(a.target.id().to_owned());
+                    rec.path.push(a.audit());
                 }
                 rec.error = report.error;
             }
             Err(_) => {
                 if let Some(i) = served {
-                    rec.path[i].outcome = "cancelled".into();
+                    rec.path[i].outcome = AttemptOutcome::Cancelled.label().to_owned();
                 }
                 rec.error = Some("the client disconnected before the stream ended".into());
             }

@@ -5,13 +5,10 @@ mod anthropic;
 mod audit;
 mod audited;
 pub mod auth;
-pub mod chat_request;
 mod dashboard;
 pub mod error;
 mod openai;
-pub mod request_id;
 mod respond;
-pub mod sse;
 
 use std::sync::Arc;
 

@@ -3,91 +3,17 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http::{HeaderMap, StatusCode};
 use tokio::time::Instant;
 
 use super::audited;
-use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::request_id;
-use super::respond::{respond, Edge};
-use super::{headers, AppState};
+use super::respond::{refused, respond, with_id, Edge};
+use super::AppState;
 use crate::canonical::Dialect;
-use crate::config::parse_duration;
-use crate::routing::wire::Canonical;
-
-fn header_value(s: &str) -> HeaderValue {
-    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
-}
-
-pub(super) fn with_id(mut resp: Response, id: &str) -> Response {
-    resp.headers_mut()
-        .insert(headers::REQUEST_ID, header_value(id));
-    resp
-}
-
-/// A request refused before any upstream call: it says so (`x-switchyard-attempts: 0`).
-pub(super) fn refused(mut resp: Response) -> Response {
-    resp.headers_mut()
-        .insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
-    resp
-}
-
-/// Read the body within `max` bytes: 413 past it.
-pub(super) async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_request_error",
-            "request_too_large",
-            format!("request body is larger than the gateway's max_body ({max} bytes)"),
-        )),
-        Err(_) => Err(ApiError::bad_request(
-            "body_read_error",
-            "could not read the request body",
-        )),
-    }
-}
-
-/// Per-request controls from the client's headers.
-pub(super) fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiError> {
-    let failover = match h.get(headers::FAILOVER).map(|v| v.to_str()) {
-        None => true,
-        Some(Ok(v)) if v.eq_ignore_ascii_case("off") => false,
-        Some(Ok(v)) if v.eq_ignore_ascii_case("on") => true,
-        Some(_) => {
-            return Err(ApiError::bad_request(
-                "invalid_header",
-                format!("{} must be `on` or `off`", headers::FAILOVER),
-            ))
-        }
-    };
-    let timeout = match h.get(headers::TIMEOUT).map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(v)) => match parse_duration(v) {
-            Ok(d) if !d.is_zero() => Some(d),
-            _ => {
-                return Err(ApiError::bad_request(
-                    "invalid_header",
-                    format!(
-                        "{} must be a duration such as `20s` or `800ms`",
-                        headers::TIMEOUT
-                    ),
-                ))
-            }
-        },
-        Some(Err(_)) => {
-            return Err(ApiError::bad_request(
-                "invalid_header",
-                "invalid timeout header",
-            ))
-        }
-    };
-    Ok((failover, timeout))
-}
+use crate::request_id;
+use crate::wire::transcode::Canonical;
+use crate::wire::ChatRequest;
 
 /// `POST /v1/chat/completions`.
 pub async fn chat_completions(

@@ -8,17 +8,90 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use http_body_util::{BodyExt, Limited};
 use tokio::time::Instant;
 
 use super::audited::{self, AuditedStream};
-use super::chat_request::ChatRequest;
 use super::error::ApiError;
-use super::openai::{controls, read_body};
 use super::{headers, AppState};
 use crate::audit::millis;
 use crate::canonical::{self, Dialect};
-use crate::routing::dispatch::{dispatch, Answer, Request};
-use crate::routing::wire::{self, Canonical};
+use crate::config::parse_duration;
+use crate::routing::dispatch::dispatch;
+use crate::routing::request::{Answer, Request};
+use crate::wire::transcode::{self, Canonical};
+use crate::wire::ChatRequest;
+
+fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+pub(super) fn with_id(mut resp: Response, id: &str) -> Response {
+    resp.headers_mut()
+        .insert(headers::REQUEST_ID, header_value(id));
+    resp
+}
+
+/// A request refused before any upstream call: it says so (`x-switchyard-attempts: 0`).
+pub(super) fn refused(mut resp: Response) -> Response {
+    resp.headers_mut()
+        .insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
+    resp
+}
+
+/// Read the body within `max` bytes: 413 past it.
+async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            "request_too_large",
+            format!("request body is larger than the gateway's max_body ({max} bytes)"),
+        )),
+        Err(_) => Err(ApiError::bad_request(
+            "body_read_error",
+            "could not read the request body",
+        )),
+    }
+}
+
+/// Per-request controls from the client's headers.
+fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiError> {
+    let failover = match h.get(headers::FAILOVER).map(|v| v.to_str()) {
+        None => true,
+        Some(Ok(v)) if v.eq_ignore_ascii_case("off") => false,
+        Some(Ok(v)) if v.eq_ignore_ascii_case("on") => true,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "invalid_header",
+                format!("{} must be `on` or `off`", headers::FAILOVER),
+            ))
+        }
+    };
+    let timeout = match h.get(headers::TIMEOUT).map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(v)) => match parse_duration(v) {
+            Ok(d) if !d.is_zero() => Some(d),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_header",
+                    format!(
+                        "{} must be a duration such as `20s` or `800ms`",
+                        headers::TIMEOUT
+                    ),
+                ))
+            }
+        },
+        Some(Err(_)) => {
+            return Err(ApiError::bad_request(
+                "invalid_header",
+                "invalid timeout header",
+            ))
+        }
+    };
+    Ok((failover, timeout))
+}
 
 /// A client request at the edge, before its body is parsed: who sent it and what it asks.
 pub struct Edge {
@@ -134,7 +207,7 @@ pub async fn respond(
             &err,
             started,
         );
-        return super::openai::refused(err.into_dialect_response(dialect));
+        return refused(err.into_dialect_response(dialect));
     };
     let req = Request {
         id: id.to_owned(),
@@ -158,8 +231,9 @@ pub async fn respond(
     let hedged = outcome.hedged;
     let turns_dropped = outcome.turns_dropped;
     let served = outcome.served_by().cloned();
+    let (audit_path, served_entry) = outcome.audit_path();
     if let Some(rec) = &mut record {
-        rec.path = outcome.audit_path();
+        rec.path = audit_path;
         rec.target = served.as_ref().map(|t| t.id().to_owned());
         rec.hedged = hedged;
         rec.turns_dropped = turns_dropped as u32;
@@ -184,14 +258,21 @@ pub async fn respond(
                     rec.status = 200;
                     rec.ttft_ms = Some(millis(ttft));
                     let audit = state.audit.clone();
-                    Box::pin(AuditedStream::new(body, rec, audit, report, started))
+                    Box::pin(AuditedStream::new(
+                        body,
+                        rec,
+                        served_entry,
+                        audit,
+                        report,
+                        started,
+                    ))
                 }
                 None => body,
             };
             let body = if dialect == Dialect::OpenAi {
                 body
             } else {
-                wire::stream_from_openai(body, dialect)
+                transcode::stream_from_openai(body, dialect)
             };
             let mut r = Response::new(Body::from_stream(body));
             let h = r.headers_mut();

@@ -60,7 +60,7 @@ impl AuditQuery {
         if let Some(v) = &self.request_id {
             // A gateway's record is stamped with the time in its id: look there first, so the
             // time index finds it (there is no index on the id itself).
-            if let Some(t) = crate::api::request_id::time_ms(v) {
+            if let Some(t) = crate::request_id::time_ms(v) {
                 add("time_ms", "=", Param::Int8(t));
             }
             add("request_id", "=", Param::Text(v.clone()));

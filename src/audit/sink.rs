@@ -21,10 +21,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// How often a write in progress checks whether shutdown's deadline has passed.
 const DEADLINE_CHECK: Duration = Duration::from_millis(100);
 
-fn now_ms() -> i64 {
-    i64::try_from(crate::routing::health::wall_ms()).unwrap_or(i64::MAX)
-}
-
 /// The store's task.
 pub(crate) struct Sink {
     pub store: Store,
@@ -100,7 +96,8 @@ impl Sink {
             .shared
             .last_error
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some((e.to_string(), now_ms()));
+            .unwrap_or_else(PoisonError::into_inner) =
+            Some((e.to_string(), crate::clock::wall_ms_i64()));
         tracing::warn!(
             op,
             error = %e,
@@ -114,7 +111,8 @@ impl Sink {
         let Some(retention) = self.retention else {
             return;
         };
-        let before = now_ms().saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(0));
+        let before = crate::clock::wall_ms_i64()
+            .saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(0));
         match self.store.prune(before).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "audit log: old records pruned"),

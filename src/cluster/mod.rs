@@ -33,10 +33,10 @@ use redis::aio::MultiplexedConnection;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use crate::clock::wall_ms;
 use crate::config::{redact_url, ClusterConfig};
 use crate::metrics::names;
 use crate::routing::breaker::Remote;
-use crate::routing::health::wall_ms;
 use crate::routing::Shared;
 use record::{decode_counts, encode_counts, StateRecord};
 

@@ -8,12 +8,22 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::failover::{error_code, parse_retry_after, AttemptError};
-use super::stream::{ChunkAction, ChunkTracker, Committed, Usage};
-use super::{wire, Target};
-use crate::api::sse::SseDecoder;
+use super::classify::{parse_retry_after, status_error, AttemptError};
+use super::Target;
 use crate::canonical::Dialect;
-use crate::provider::{self, read_all, Body, SendError};
+use crate::provider::{self, read_all, Body, ByteStream, SendError};
+use crate::wire::chunks::{ChunkAction, ChunkTracker};
+use crate::wire::sse::SseDecoder;
+use crate::wire::{transcode, Usage};
+
+/// A stream that passed its commit point, ready to be relayed.
+pub struct Committed {
+    pub upstream: ByteStream,
+    pub decoder: SseDecoder,
+    pub tracker: ChunkTracker,
+    /// Events already read (up to and including the first content), to send first.
+    pub head: Vec<Bytes>,
+}
 
 /// A failure to get a response: connect (refused, unreachable, TLS) or a reset after it.
 fn send_error(e: &SendError) -> AttemptError {
@@ -60,22 +70,7 @@ async fn send(
     }
     let retry_after = parse_retry_after(resp.headers());
     let body = read_all(resp.into_body()).await.unwrap_or_default();
-    if target.dialect == Dialect::OpenAi {
-        return Err(AttemptError::Status {
-            status,
-            retry_after,
-            code: error_code(&body),
-            body,
-        });
-    }
-    // Another dialect's error: classified by its own rules, passed on in the OpenAI shape.
-    let (code, body, delay) = wire::classify_error(target.dialect, status.as_u16(), &body);
-    Err(AttemptError::Status {
-        status,
-        retry_after: retry_after.or(delay),
-        code,
-        body,
-    })
+    Err(status_error(target.dialect, status, retry_after, body))
 }
 
 /// A non-streamed answer: the body must be a chat completion (a `choices` field), else the reply
@@ -99,7 +94,8 @@ pub async fn call_full(
         let resp = send(target, body, probe, false).await?;
         let bytes = read_all(resp.into_body()).await.map_err(body_error)?;
         if target.dialect != Dialect::OpenAi {
-            return wire::response_to_openai(target.dialect, &bytes);
+            return transcode::response_to_openai(target.dialect, &bytes)
+                .map_err(|_| AttemptError::Malformed);
         }
         let usage = serde_json::from_slice::<Completion>(&bytes)
             .map_err(|_| AttemptError::Malformed)?
@@ -131,7 +127,7 @@ pub async fn call_stream(
         }
         let mut upstream = provider::stream(resp.into_body());
         if target.dialect != Dialect::OpenAi {
-            upstream = wire::stream_to_openai(upstream, target.dialect);
+            upstream = transcode::stream_to_openai(upstream, target.dialect);
         }
         let mut decoder = SseDecoder::new();
         let mut tracker = ChunkTracker::new(client_wants_usage);

@@ -1,5 +1,6 @@
 //! Mid-stream continuation (`mid_stream = "continue"`): when a committed stream breaks and no
-//! tool call is under way, the next healthy target is asked to continue the answer. It gets the
+//! tool call is under way, the next usable target (picked by the same rules as any attempt's:
+//! breaker admits, not parked by `Retry-After`) is asked to continue the answer. It gets the
 //! conversation plus the partial assistant text as a prefill and only the continuation is
 //! streamed on; a target that rejects prefill (or is configured with `prefill = false`) is asked
 //! again from the start, and its output is held back until it has reproduced what the client
@@ -12,14 +13,15 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::attempt::call_stream;
-use super::failover::AttemptError;
-use super::relay::StreamAttempt;
-use super::stream::Committed;
-use super::wire::{fitted_body, Canonical};
+use super::attempt::{call_stream, Committed};
+use super::body::fitted_body;
+use super::classify::AttemptError;
+use super::path::{Attempt, AttemptOutcome};
+use super::pick::{pick_target, Cursor, Pick};
 use super::Route;
-use crate::api::chat_request::ChatRequest;
-use crate::api::sse::encode_data;
+use crate::wire::sse::encode_data;
+use crate::wire::transcode::Canonical;
+use crate::wire::ChatRequest;
 
 /// How the current upstream relates to what the client has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,51 +66,44 @@ pub struct Resumed {
     pub start: Instant,
 }
 
-/// `messages` with the partial answer appended as a final assistant message.
-pub fn prefill_messages(chat: &ChatRequest, partial: &str) -> Vec<u8> {
-    let messages = chat.messages_json();
-    let close = messages
-        .iter()
-        .rposition(|&b| b == b']')
-        .unwrap_or(messages.len());
-    let assistant = serde_json::json!({"role": "assistant", "content": partial}).to_string();
-    let mut out = Vec::with_capacity(messages.len() + assistant.len() + 2);
-    out.extend_from_slice(&messages[..close]);
-    out.push(b',');
-    out.extend_from_slice(assistant.as_bytes());
-    out.push(b']');
-    out
-}
-
 impl Continuation {
-    /// Ask the next healthy targets, in route order, to take over; `sent` is the text the
-    /// client has. Each try that fails spends the route's and the target's retry budgets;
-    /// failures count against the target.
-    /// Tries that failed are added to `failed` (for the audit path), their starts measured
-    /// from `request_start`.
+    /// Ask the next usable targets, in route order, to take over; `sent` is the text the
+    /// client has. Targets are picked as every attempt's are ([`pick_target`]): one whose
+    /// breaker is open or that a `Retry-After` parks is passed over, and none is waited for.
+    /// Each try that fails spends the route's and the target's retry budgets; failures count
+    /// against the target. Tries that failed are added to `failed` (for the audit path), their
+    /// starts measured from `request_start`.
     pub async fn resume(
         &mut self,
         sent: &str,
         client_wants_usage: bool,
         request_start: Instant,
-        failed: &mut Vec<StreamAttempt>,
+        failed: &mut Vec<Attempt>,
     ) -> Option<Resumed> {
         let route = self.route.clone();
         let policy = &route.config.failover;
-        for (idx, target) in route.targets.iter().enumerate() {
-            if self.tried.contains(&idx) || !target.health.admit(Instant::now()) {
-                continue;
-            }
-            let taken = Instant::now();
-            if !route.budget.try_withdraw(taken) {
+        let cursor = Cursor::new(0);
+        // Targets that streamed this answer, and those whose retry budget is spent.
+        let mut excluded = self.tried.clone();
+        let mut passed_over = Vec::new();
+        loop {
+            let now = Instant::now();
+            let pick = pick_target(&route, &cursor, 0, &excluded, now, &mut passed_over, false);
+            let Some(Pick::Now(idx)) = pick else {
+                return None;
+            };
+            let target = &route.targets[idx];
+            excluded.push(idx);
+            if !route.budget.try_withdraw(now) {
                 return None;
             }
-            if !target.budget.try_withdraw_attempt(taken) {
+            if !target.budget.try_withdraw_attempt(now) {
                 // This target has taken its share of failed retries; the next one may not have.
-                route.budget.refund(taken);
+                route.budget.refund(now);
                 tracing::info!(target = %target.id(), "retry budget of the target spent: no continuation there");
                 continue;
             }
+            let taken = now;
             self.tried.push(idx);
             let mut prefill = target.config.prefill;
             loop {
@@ -149,12 +144,13 @@ impl Continuation {
                         if prefill && status.as_u16() == 400 =>
                     {
                         tracing::info!(target = %target.id(), "prefill rejected; restarting the answer instead");
-                        failed.push(StreamAttempt {
-                            target: target.id().to_owned(),
+                        failed.push(Attempt {
+                            target: target.clone(),
                             start: start - request_start,
                             duration: start.elapsed(),
-                            outcome: "prefill_rejected",
-                            carried_chars: sent.len(),
+                            outcome: AttemptOutcome::PrefillRejected,
+                            status: Some(400),
+                            carried_chars: Some(sent.len()),
                         });
                         prefill = false;
                     }
@@ -162,12 +158,13 @@ impl Continuation {
                         target
                             .health
                             .attempt(Instant::now(), e.verdict(), start.elapsed());
-                        failed.push(StreamAttempt {
-                            target: target.id().to_owned(),
+                        failed.push(Attempt {
+                            target: target.clone(),
                             start: start - request_start,
                             duration: start.elapsed(),
-                            outcome: e.kind(),
-                            carried_chars: sent.len(),
+                            outcome: e.outcome(),
+                            status: e.status().map(|s| s.as_u16()),
+                            carried_chars: Some(sent.len()),
                         });
                         tracing::warn!(target = %target.id(), kind = e.kind(), "continuation attempt failed");
                         break;
@@ -175,7 +172,6 @@ impl Continuation {
                 }
             }
         }
-        None
     }
 }
 
@@ -274,19 +270,6 @@ mod tests {
 
     fn cont(mode: Mode) -> Splicer {
         Splicer { mode }
-    }
-
-    #[test]
-    fn prefill_appends_the_partial_answer() {
-        let chat = ChatRequest::parse(Bytes::from_static(
-            br#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#,
-        ))
-        .unwrap();
-        let m: Value = serde_json::from_slice(&prefill_messages(&chat, "alpha-1 br")).unwrap();
-        assert_eq!(
-            m[1],
-            serde_json::json!({"role": "assistant", "content": "alpha-1 br"})
-        );
     }
 
     #[test]

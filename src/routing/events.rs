@@ -44,7 +44,7 @@ impl Events {
         to: &str,
         reason: &'static str,
     ) {
-        let time_ms = super::health::wall_ms();
+        let time_ms = crate::clock::wall_ms();
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.0 += 1;
         let seq = inner.0;

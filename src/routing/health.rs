@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::breaker::{Adopt, Breaker, Manual, Remote, Snapshot, State, Transition, TripReason};
 use super::events::Events;
+use crate::clock::wall_ms;
 use crate::config::BreakerPolicy;
 use crate::metrics::{names, AtomicHistogram, Registry};
 use crate::stats::{Sli, SliSnapshot};
@@ -38,15 +39,6 @@ struct Inner {
     /// When (wall time, ms) this replica last decided a state itself: a state decided
     /// elsewhere before that is stale here and not taken over.
     decided_at: u64,
-}
-
-/// Milliseconds since the Unix epoch (wall time: when a breaker state was decided, when an
-/// event happened).
-pub fn wall_ms() -> u64 {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// How long a computed hedge delay is reused.

@@ -9,12 +9,13 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream};
+use super::body::fitted_body;
+use super::classify::AttemptError;
 use super::continuation::{Continuation, Mode, Splicer};
-use super::dispatch::{Answer, Request};
-use super::failover::AttemptError;
 use super::health::Verdict;
 use super::relay::{relay, RelayContext};
-use super::{wire, Route};
+use super::request::{Answer, Request};
+use super::Route;
 use crate::config::MidStream;
 
 /// One attempt that finished (answered or failed).
@@ -46,7 +47,7 @@ pub(super) fn launch<'a>(
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
         let context = &route.config.context;
         let (body, turns_dropped) =
-            match wire::fitted_body(target, context, &req.chat, &req.canonical, None) {
+            match fitted_body(target, context, &req.chat, &req.canonical, None) {
                 Ok(fitted) => fitted,
                 Err(e) => {
                     return Done {

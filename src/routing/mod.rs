@@ -1,29 +1,39 @@
-//! Routing: from a route name to an answer. `dispatch` is the failover loop (read it top-down)
-//! over `race` (one request's state between attempts) and `launch` (one attempt as a future);
-//! `attempt` makes one upstream call and classifies how it failed (`failover`); `stream` relays a
-//! committed stream and ends it honestly; `breaker`, `health` and `budget` decide which targets
-//! may take traffic and how many retries may go out; `probe` tests held targets.
+//! Routing: from a route name to an answer. It speaks only the inner wire form ([`crate::wire`])
+//! and knows nothing of the HTTP edge.
+//!
+//! - [`dispatch`] is the entry: a [`request::Request`] in, a [`request::Outcome`] out.
+//! - `race` runs the failover loop over one request's attempts (failover, retries, hedges);
+//!   `launch` is one attempt as a future; [`pick`] chooses each attempt's target.
+//! - [`attempt`] makes one upstream call (whole, or a stream up to its commit point) with the
+//!   body [`body`] fitted to the target; [`classify`] decides what its failure means (for
+//!   failover, the breaker, the final status); [`path`] records what each attempt came to.
+//! - [`relay`] carries a committed stream and ends it honestly; [`continuation`] finishes a
+//!   broken one on another target.
+//! - [`breaker`] (pure), [`health`], [`budget`] and [`hedge`] decide which targets may take
+//!   traffic and how many retries may go out; [`probe`] tests held targets; [`events`] keeps the
+//!   recent failovers, hedges and transitions.
 //!
 //! The runtime table ([`Routing`]) is built from a [`Config`] and swapped whole on reload; what
 //! must survive a reload (breakers, SLIs, budgets, metrics) lives in [`Shared`] and is handed
 //! back to the new table by target id and route name.
 
 pub mod attempt;
+pub mod body;
 pub mod breaker;
 pub mod budget;
+pub mod classify;
 pub mod continuation;
 pub mod dispatch;
 pub mod events;
-pub mod failover;
 pub mod health;
 pub mod hedge;
 mod launch;
-pub mod plan;
+pub mod path;
+pub mod pick;
 pub mod probe;
 mod race;
 pub mod relay;
-pub mod stream;
-pub mod wire;
+pub mod request;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +49,7 @@ use budget::RetryBudget;
 use events::Events;
 use health::Health;
 use hedge::HedgeMetrics;
+use path::RequestOutcome;
 
 /// State that outlives one routing table: kept across config reloads.
 #[derive(Debug)]
@@ -82,9 +93,6 @@ pub struct Routing {
     targets: Vec<Arc<Target>>,
 }
 
-/// Outcome labels of `switchyard_requests_total`.
-pub const OUTCOMES: [&str; 4] = ["ok", "client_error", "error", "cancelled"];
-
 /// A route with its targets resolved to runtime state.
 #[derive(Debug)]
 pub struct Route {
@@ -94,7 +102,8 @@ pub struct Route {
     pub hedges: HedgeMetrics,
     pub metrics: Arc<Registry>,
     pub events: Arc<Events>,
-    /// `requests_total` handles: one row per target, then one for "none", by [`OUTCOMES`].
+    /// `requests_total` handles: one row per target, then one for "none", by
+    /// [`RequestOutcome::index`].
     requests: Vec<[Arc<AtomicU64>; 4]>,
     duration: Arc<AtomicHistogram>,
     /// `failovers_total{reason="breaker_open"}` by (from, to) target index: counted on every
@@ -120,18 +129,17 @@ struct SkipNote {
 pub const SKIP_NOTE_EVERY: Duration = Duration::from_secs(10);
 
 impl Route {
-    /// Count a finished client request: served by target `served` (an index), or none, with
-    /// an [`OUTCOMES`] index.
-    pub fn count_request(&self, served: Option<usize>, outcome: usize, elapsed: Duration) {
+    /// Count a finished client request: served by target `served` (an index), or none.
+    pub fn count_request(&self, served: Option<usize>, outcome: RequestOutcome, elapsed: Duration) {
         self.count_outcome(served, outcome);
         self.duration.observe(elapsed);
     }
 
     /// Count a request's outcome only (a stream's, when it ends; its duration, to the first
     /// token, was observed at the commit point).
-    pub fn count_outcome(&self, served: Option<usize>, outcome: usize) {
+    pub fn count_outcome(&self, served: Option<usize>, outcome: RequestOutcome) {
         let row = served.unwrap_or(self.targets.len());
-        if let Some(c) = self.requests.get(row).and_then(|r| r.get(outcome)) {
+        if let Some(c) = self.requests.get(row).and_then(|r| r.get(outcome.index())) {
             c.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -252,7 +260,7 @@ impl Target {
 
     /// Keep user traffic off this target for `wait` (a longer park already in force stays).
     pub fn park(&self, now: Instant, wait: Duration) {
-        let wait = wait.min(failover::MAX_RETRY_AFTER);
+        let wait = wait.min(classify::MAX_RETRY_AFTER);
         let until = now
             .saturating_duration_since(self.origin)
             .saturating_add(wait)
@@ -314,7 +322,7 @@ impl Routing {
                 let target = Arc::new(Target {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
-                    dialect: wire::dialect_of(t.provider.kind),
+                    dialect: crate::wire::transcode::dialect_of(t.provider.kind),
                     header: http::HeaderValue::from_str(&t.id)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("invalid")),
                     model_json: serde_json::Value::from(t.model.as_str()).to_string(),
@@ -341,13 +349,13 @@ impl Routing {
                 .map(|t| t.id())
                 .chain(std::iter::once("none"))
                 .map(|target| {
-                    OUTCOMES.map(|outcome| {
+                    RequestOutcome::ALL.map(|outcome| {
                         m.counter(
                             names::REQUESTS,
                             &[
                                 ("route", &route.name),
                                 ("target", target),
-                                ("outcome", outcome),
+                                ("outcome", outcome.label()),
                             ],
                         )
                     })

@@ -9,10 +9,11 @@ use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
 use super::attempt::call_full;
+use super::body::request_body;
 use super::health::Verdict;
-use super::wire::{self, Canonical};
 use super::{Routing, Target};
-use crate::api::chat_request::ChatRequest;
+use crate::wire::transcode::Canonical;
+use crate::wire::ChatRequest;
 
 /// How often the prober looks for due probes.
 const TICK: Duration = Duration::from_millis(100);
@@ -25,7 +26,7 @@ fn probe_body(target: &Target) -> Option<Vec<u8>> {
         "max_tokens": 1,
     });
     let chat = ChatRequest::parse(bytes::Bytes::from(openai.to_string())).ok()?;
-    wire::request_body(target, &chat, &Canonical::default(), None).ok()
+    request_body(target, &chat, &Canonical::default(), None).ok()
 }
 
 /// Probe one target and report the result to its breaker.

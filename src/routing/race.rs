@@ -1,25 +1,28 @@
-//! The race behind [`super::dispatch::dispatch`]: the state of one client request between its
-//! attempts. An attempt that fails is classified and the next one scheduled (`next_at`); a slow
-//! one is raced by a hedge (`hedge_at`); the first good answer wins and the attempts still
-//! running are dropped, which closes their connections.
+//! The race behind [`super::dispatch::dispatch`]: one client request's attempts, from the first
+//! to its outcome. [`Race::run`] is the loop: it starts what is due, then waits for an attempt
+//! to end, the next sequential attempt's time (`next_at`) or the hedge delay (`hedge_at`). An
+//! attempt that fails is classified and the next one scheduled; a slow one is raced by a hedge;
+//! the first good answer wins and the attempts still running are dropped, which closes their
+//! connections.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use super::dispatch::{Answer, AttemptRecord, Outcome, Request};
-use super::failover::{AttemptError, NextStep};
+use super::classify::{returned_outcome, AttemptError, NextStep};
 use super::hedge::{self, HedgeOutcome};
 use super::launch::{launch, Done};
-use super::plan::{failure, jittered, pick_target, Cursor, Pick};
+use super::path::{Attempt, AttemptOutcome, RequestOutcome};
+use super::pick::{jittered, pick_target, Cursor, Pick};
+use super::request::{Answer, Failure, Outcome, Request};
 use super::{Route, Target};
 use crate::metrics::names;
 
 /// What trying to start the next sequential attempt did.
-pub(super) enum Launch {
+enum Launch {
     /// An attempt is running.
     Started,
     /// The chosen target frees up later (`next_at` is set).
@@ -36,7 +39,7 @@ pub(super) struct Race<'a> {
     deadline: Instant,
     max_attempts: usize,
     max_parallel: usize,
-    path: Vec<AttemptRecord>,
+    path: Vec<Attempt>,
     skipped: Vec<Arc<Target>>,
     /// Targets passed over because their own retry budget was spent.
     budget_skipped: Vec<Arc<Target>>,
@@ -48,11 +51,11 @@ pub(super) struct Race<'a> {
     launched: usize,
     hedged: bool,
     /// (target index, start, launch seq) of each attempt in flight.
-    pub(super) running: Vec<(usize, Instant, usize)>,
+    running: Vec<(usize, Instant, usize)>,
     /// When the next sequential attempt starts.
-    pub(super) next_at: Option<Instant>,
+    next_at: Option<Instant>,
     /// When the next hedge fires.
-    pub(super) hedge_at: Option<Instant>,
+    hedge_at: Option<Instant>,
 }
 
 impl<'a> Race<'a> {
@@ -94,7 +97,42 @@ impl<'a> Race<'a> {
         }
     }
 
-    pub(super) fn can_launch(&self) -> bool {
+    /// Run the race to its outcome.
+    pub(super) async fn run(mut self) -> Outcome {
+        let mut in_flight: FuturesUnordered<BoxFuture<'a, Done>> = FuturesUnordered::new();
+        loop {
+            // Start what is due now without a timer: a timer rounds up to the next millisecond.
+            let can_launch = self.can_launch();
+            if !can_launch {
+                self.next_at = None;
+            }
+            if can_launch && self.next_at.is_some_and(|t| t <= Instant::now()) {
+                match self.launch_next(&mut in_flight) {
+                    Launch::Started | Launch::Later => continue,
+                    Launch::Stop if self.running.is_empty() => break,
+                    Launch::Stop => {}
+                }
+            }
+            if self.running.is_empty() && !(self.can_launch() && self.next_at.is_some()) {
+                break;
+            }
+            tokio::select! {
+                Some(done) = in_flight.next(), if !self.running.is_empty() => {
+                    if let Some(outcome) = self.on_done(done) {
+                        return outcome;
+                    }
+                }
+                () = until(self.next_at), if self.next_at.is_some() => {}
+                () = until(self.hedge_at), if self.hedge_at.is_some() && !self.running.is_empty() => {
+                    self.fire_hedge(&mut in_flight);
+                }
+                else => break,
+            }
+        }
+        self.give_up()
+    }
+
+    fn can_launch(&self) -> bool {
         self.launched < self.max_attempts && Instant::now() < self.deadline
     }
 
@@ -130,10 +168,7 @@ impl<'a> Race<'a> {
     }
 
     /// Start the next sequential attempt (the first, a retry, or a failover).
-    pub(super) fn launch_next(
-        &mut self,
-        in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>,
-    ) -> Launch {
+    fn launch_next(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) -> Launch {
         self.next_at = None;
         let route = self.route;
         let same = route.config.failover.same_target_retries;
@@ -212,7 +247,7 @@ impl<'a> Race<'a> {
     }
 
     /// The hedge delay passed with the attempts still running: race one more.
-    pub(super) fn fire_hedge(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) {
+    fn fire_hedge(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) {
         self.hedge_at = None;
         let route = self.route;
         if self.running.len() >= self.max_parallel || !self.can_launch() {
@@ -266,133 +301,155 @@ impl<'a> Race<'a> {
         self.start(in_flight, i, true);
     }
 
-    /// The attempts still running are dropped (another answered): none of them failed, so
-    /// the retries among them give the target's budget back.
-    fn record_running(&mut self, outcome: &'static str) {
+    /// The attempts still running are dropped (another answered, or the request ended): none of
+    /// them failed, so the retries among them give the target's budget back.
+    fn record_running(&mut self, outcome: AttemptOutcome) {
         for (idx, start, seq) in std::mem::take(&mut self.running) {
             let target = &self.route.targets[idx];
             if seq > 0 {
                 target.budget.refund(start);
             }
-            self.path.push(record(
-                target,
-                self.started,
-                start,
-                start.elapsed(),
-                outcome,
-                None,
-            ));
+            self.path.push(self.attempt(target, start, outcome, None));
         }
     }
 
     /// An attempt ended. `Some` is the request's outcome; `None` goes on racing.
-    pub(super) fn on_done(&mut self, done: Done) -> Option<Outcome> {
-        let route = self.route;
-        let policy = &route.config.failover;
+    fn on_done(&mut self, done: Done) -> Option<Outcome> {
         self.running.retain(|r| r.2 != done.seq);
         if self.running.is_empty() {
             // A hedge deadline belongs to the attempts it would race; none are left.
             self.hedge_at = None;
         }
-        let target = &route.targets[done.idx];
-        let elapsed = done.start.elapsed();
-        let err = match done.result {
-            Ok(answer) => {
-                if done.seq > 0 {
-                    // A retry that worked gives its share of the budgets back (a hedge only
-                    // the target's: the route's also caps the load hedges add).
-                    target.budget.refund(done.start);
-                    if !done.hedge {
-                        route.budget.refund(done.start);
-                    }
-                }
-                let served = Some(self.path.len());
-                self.path.push(record(
-                    target,
-                    self.started,
-                    done.start,
-                    elapsed,
-                    "ok",
-                    Some(200),
-                ));
-                self.record_running("hedge_lost");
-                if self.hedged {
-                    let (outcome, label) = if done.hedge {
-                        (HedgeOutcome::Won, "won")
-                    } else {
-                        (HedgeOutcome::Lost, "lost")
-                    };
-                    route.hedges.count(outcome);
-                    route
-                        .events
-                        .push("hedge", Some(&route.config.name), target.id(), label, label);
-                }
-                if done.turns_dropped > 0 {
-                    tracing::info!(
-                        request_id = %self.req.id, route = %route.config.name, target = %target.id(),
-                        turns_dropped = done.turns_dropped, "conversation trimmed to the target's context window"
-                    );
-                }
-                let mut outcome = self.finish(Ok(answer), done.hedge, served, done.idx);
-                outcome.turns_dropped = done.turns_dropped;
-                return Some(outcome);
+        match done.result {
+            Ok(answer) => Some(self.on_answer(
+                done.idx,
+                done.seq,
+                done.start,
+                done.hedge,
+                done.turns_dropped,
+                answer,
+            )),
+            Err(err) => self.on_failure(done.idx, done.start, err),
+        }
+    }
+
+    /// An attempt answered: it wins, the others are dropped.
+    fn on_answer(
+        &mut self,
+        idx: usize,
+        seq: usize,
+        start: Instant,
+        hedge: bool,
+        turns_dropped: usize,
+        answer: Answer,
+    ) -> Outcome {
+        let route = self.route;
+        let target = &route.targets[idx];
+        if seq > 0 {
+            // A retry that worked gives its share of the budgets back (a hedge only the
+            // target's: the route's also caps the load hedges add).
+            target.budget.refund(start);
+            if !hedge {
+                route.budget.refund(start);
             }
-            Err(err) => err,
-        };
+        }
+        let served = Some(self.path.len());
+        self.path
+            .push(self.attempt(target, start, AttemptOutcome::Ok, Some(200)));
+        self.record_running(AttemptOutcome::HedgeLost);
+        if self.hedged {
+            let (outcome, label) = if hedge {
+                (HedgeOutcome::Won, "won")
+            } else {
+                (HedgeOutcome::Lost, "lost")
+            };
+            route.hedges.count(outcome);
+            route
+                .events
+                .push("hedge", Some(&route.config.name), target.id(), label, label);
+        }
+        if turns_dropped > 0 {
+            tracing::info!(
+                request_id = %self.req.id, route = %route.config.name, target = %target.id(),
+                turns_dropped, "conversation trimmed to the target's context window"
+            );
+        }
+        let mut outcome = self.finish(Ok(answer), hedge, served, idx);
+        outcome.turns_dropped = turns_dropped;
+        outcome
+    }
+
+    /// An attempt failed: it is recorded, and its classification decides what comes next.
+    fn on_failure(&mut self, idx: usize, start: Instant, err: AttemptError) -> Option<Outcome> {
+        let route = self.route;
+        let target = &route.targets[idx];
+        let elapsed = start.elapsed();
         target
             .health
             .attempt(Instant::now(), err.verdict(), elapsed);
         let status = err.status().map(|s| s.as_u16());
-        self.path.push(record(
-            target,
-            self.started,
-            done.start,
-            elapsed,
-            err.kind(),
-            status,
-        ));
+        self.path
+            .push(self.attempt(target, start, err.outcome(), status));
         tracing::warn!(
             request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
             target = %target.id(), kind = err.kind(), status,
             elapsed_ms = elapsed.as_millis() as u64, "attempt failed"
         );
-        let step = err.next_step(policy);
+        let step = err.next_step(&route.config.failover);
         if step == NextStep::ReturnAsIs || !self.req.failover {
-            if let AttemptError::Status { status, body, .. } = err {
-                let served = Some(self.path.len() - 1);
-                self.record_running("cancelled");
-                return Some(self.finish(
-                    Ok(Answer::Upstream { status, body }),
-                    false,
-                    served,
-                    done.idx,
-                ));
-            }
-            self.errors.push(err);
-            if !self.req.failover {
-                self.next_at = None;
-            }
-            return None;
+            return self.return_as_is(idx, err);
         }
-        let now = Instant::now();
         if step == NextStep::NextLargerWindow {
             self.cur.window_floor = self.cur.window_floor.max(target.config.context_window);
             self.cur.too_long_model = Some(&target.config.model);
         }
-        if !self.running.is_empty() {
-            // Another attempt is still racing: no same-target retry; the next target may join
-            // the race at once (within max_parallel).
-            if let NextStep::RetryAfter(wait) = step {
-                target.park(now, wait);
-            }
-            self.cur
-                .move_to(self.cur.idx.max(done.idx) + 1, policy.same_target_retries);
-            if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
-                self.next_at = Some(now);
-            }
-            self.errors.push(err);
-            return None;
+        if self.running.is_empty() {
+            self.retry_or_move_on(idx, step, &err);
+        } else {
+            self.join_the_race(idx, step);
         }
+        self.errors.push(err);
+        None
+    }
+
+    /// A provider's error that is the client's answer (or failover is off): returned as the
+    /// provider gave it. An error with no status to return ends only this attempt.
+    fn return_as_is(&mut self, idx: usize, err: AttemptError) -> Option<Outcome> {
+        if let AttemptError::Status { status, body, .. } = err {
+            let served = Some(self.path.len() - 1);
+            self.record_running(AttemptOutcome::Cancelled);
+            let answer = Answer::Upstream { status, body };
+            return Some(self.finish(Ok(answer), false, served, idx));
+        }
+        self.errors.push(err);
+        if !self.req.failover {
+            self.next_at = None;
+        }
+        None
+    }
+
+    /// An attempt failed while another still races: no same-target retry; the next target may
+    /// join the race at once (within `max_parallel`).
+    fn join_the_race(&mut self, idx: usize, step: NextStep) {
+        let now = Instant::now();
+        let policy = &self.route.config.failover;
+        if let NextStep::RetryAfter(wait) = step {
+            self.route.targets[idx].park(now, wait);
+        }
+        self.cur
+            .move_to(self.cur.idx.max(idx) + 1, policy.same_target_retries);
+        if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
+            self.next_at = Some(now);
+        }
+    }
+
+    /// The only attempt failed: retry on the same target when the step and the allowances
+    /// say so, else fail over to the next target.
+    fn retry_or_move_on(&mut self, idx: usize, step: NextStep, err: &AttemptError) {
+        let route = self.route;
+        let policy = &route.config.failover;
+        let target = &route.targets[idx];
+        let now = Instant::now();
         match step {
             NextStep::RetryNotSent if self.cur.not_sent_retry_left => {
                 self.cur.not_sent_retry_left = false;
@@ -415,24 +472,41 @@ impl<'a> Race<'a> {
                 if let NextStep::RetryAfter(wait) = step {
                     target.park(now, wait);
                 }
-                self.cur.move_to(done.idx + 1, policy.same_target_retries);
+                self.cur.move_to(idx + 1, policy.same_target_retries);
                 if let Some(next) = route.targets.get(self.cur.idx) {
                     route.count_failover(target, next, err.kind());
                     tracing::info!(
                         request_id = %self.req.id, route = %route.config.name, from = %target.id(),
-                        to = %next.id(), reason = err.kind(), status, "failover"
+                        to = %next.id(), reason = err.kind(), status = err.status().map(|s| s.as_u16()),
+                        "failover"
                     );
                 }
                 self.next_at = Some(now);
             }
         }
-        self.errors.push(err);
-        None
+    }
+
+    /// An attempt of target `target` that started at `start` and ends now.
+    fn attempt(
+        &self,
+        target: &Arc<Target>,
+        start: Instant,
+        outcome: AttemptOutcome,
+        status: Option<u16>,
+    ) -> Attempt {
+        Attempt {
+            target: target.clone(),
+            start: start - self.started,
+            duration: start.elapsed(),
+            outcome,
+            status,
+            carried_chars: None,
+        }
     }
 
     fn finish(
         &mut self,
-        result: Result<Answer, super::dispatch::Failure>,
+        result: Result<Answer, Failure>,
         hedged: bool,
         served: Option<usize>,
         served_idx: usize,
@@ -446,14 +520,14 @@ impl<'a> Race<'a> {
             skipped: std::mem::take(&mut self.skipped),
             budget_skipped: std::mem::take(&mut self.budget_skipped),
         };
-        finish(self.route, &outcome, self.started, served_idx);
+        count(self.route, &outcome, self.started, served_idx);
         outcome
     }
 
     /// Nothing more to try: the client gets an error that lists the path. A context-length
     /// error that found no larger window is the client's to handle (trim and retry), so it is
     /// returned as the provider gave it.
-    pub(super) fn give_up(mut self) -> Outcome {
+    fn give_up(mut self) -> Outcome {
         let policy = &self.route.config.failover;
         if let Some(AttemptError::Status { status, body, .. }) = self
             .errors
@@ -472,7 +546,7 @@ impl<'a> Race<'a> {
             return self.finish(Ok(answer), false, served, idx);
         }
         let out_of_time = Instant::now() >= self.deadline;
-        let f = failure(
+        let f = Failure::of_path(
             self.route,
             &self.path,
             &self.errors,
@@ -486,47 +560,35 @@ impl<'a> Race<'a> {
 }
 
 /// Metrics and the request SLI of the target the request started on.
-fn finish(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
+fn count(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
     let now = Instant::now();
-    let (outcome_label, served) = match &outcome.result {
-        // A provider's own error passed on (failover off): the target failed.
-        Ok(Answer::Upstream { status, .. })
-            if status.is_server_error() || matches!(status.as_u16(), 401 | 403 | 429) =>
-        {
-            (2, Some(served_idx))
-        }
-        Ok(Answer::Upstream { .. }) => (1, Some(served_idx)),
-        Ok(_) => (0, Some(served_idx)),
-        Err(_) => (2, None),
+    let (request_outcome, served) = match &outcome.result {
+        // A provider's own error passed on (failover off, or a client error).
+        Ok(Answer::Upstream { status, .. }) => (returned_outcome(*status), Some(served_idx)),
+        Ok(_) => (RequestOutcome::Ok, Some(served_idx)),
+        Err(_) => (RequestOutcome::Error, None),
     };
     if matches!(outcome.result, Ok(Answer::Stream { .. })) {
         // How a stream ends is counted by the relay when it does.
         route.observe_duration(now - started);
     } else {
-        route.count_request(served, outcome_label, now - started);
+        route.count_request(served, request_outcome, now - started);
     }
     let first = outcome
         .skipped
         .first()
         .or(outcome.path.first().map(|a| &a.target));
     if let Some(first) = first {
-        first.health.request(now, outcome_label != 2);
+        first
+            .health
+            .request(now, request_outcome != RequestOutcome::Error);
     }
 }
 
-fn record(
-    target: &Arc<Target>,
-    started: Instant,
-    attempt_start: Instant,
-    duration: Duration,
-    outcome: &'static str,
-    status: Option<u16>,
-) -> AttemptRecord {
-    AttemptRecord {
-        target: target.clone(),
-        start: attempt_start - started,
-        duration,
-        outcome,
-        status,
+/// Sleep until `at`, or forever.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
     }
 }

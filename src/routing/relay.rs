@@ -14,12 +14,15 @@ use bytes::Bytes;
 use futures_util::stream::{Stream, StreamExt};
 use tokio::time::Instant;
 
+use super::attempt::Committed;
 use super::continuation::{count_move, Continuation, Mode};
 use super::health::Verdict;
-use super::stream::{ChunkAction, ChunkTracker, Committed, StreamCut, Usage};
+use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::{Route, Target};
-use crate::api::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
 use crate::provider::ByteStream;
+use crate::wire::chunks::{content_text, ChunkAction, ChunkTracker};
+use crate::wire::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
+use crate::wire::Usage;
 
 /// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
 /// `[DONE]` before we close it ourselves.
@@ -44,17 +47,35 @@ pub struct RelayContext {
     pub report: Option<tokio::sync::oneshot::Sender<StreamReport>>,
 }
 
-/// An upstream call that served part of a stream.
+/// Why a committed stream broke.
 #[derive(Debug, Clone)]
-pub struct StreamAttempt {
-    pub target: String,
-    /// Since the request started.
-    pub start: Duration,
-    pub duration: Duration,
-    /// `ok`, `cut`, `stall`, `in_band_error`, `diverged`.
-    pub outcome: &'static str,
-    /// Characters of the answer it was handed to continue from.
-    pub carried_chars: usize,
+pub enum StreamCut {
+    /// The connection failed or closed before the answer was complete.
+    Cut,
+    /// No chunk for `idle_timeout`.
+    Stall(Duration),
+    /// The upstream sent an error event.
+    InBand(String),
+}
+
+impl StreamCut {
+    /// A human description for the error event.
+    pub fn describe(&self) -> String {
+        match self {
+            StreamCut::Cut => "upstream connection closed before the answer was complete".into(),
+            StreamCut::Stall(d) => format!("upstream sent nothing for {} ms", d.as_millis()),
+            StreamCut::InBand(m) => format!("upstream error: {m}"),
+        }
+    }
+
+    /// What it makes of the attempt that was streaming.
+    pub fn outcome(&self) -> AttemptOutcome {
+        match self {
+            StreamCut::Cut => AttemptOutcome::Cut,
+            StreamCut::Stall(_) => AttemptOutcome::Stall,
+            StreamCut::InBand(_) => AttemptOutcome::InBandError,
+        }
+    }
 }
 
 /// How a relayed stream ended.
@@ -63,8 +84,9 @@ pub struct StreamReport {
     /// Why the stream did not end complete (`None`: it did).
     pub error: Option<String>,
     pub usage: Option<Usage>,
-    /// Every upstream call that streamed this answer, the committed one first.
-    pub attempts: Vec<StreamAttempt>,
+    /// Every upstream call that streamed this answer (or tried to continue it), the committed
+    /// one first.
+    pub attempts: Vec<Attempt>,
 }
 
 struct Relay {
@@ -80,9 +102,9 @@ struct Relay {
     carried: usize,
     /// What the client has seen of the answer (kept only when continuation is possible).
     sent: String,
-    attempts: Vec<StreamAttempt>,
+    attempts: Vec<Attempt>,
     /// Continuation tries that failed, kept for the audit path.
-    failed_tries: Vec<StreamAttempt>,
+    failed_tries: Vec<Attempt>,
 }
 
 impl Relay {
@@ -114,7 +136,7 @@ impl Relay {
                             }
                             Ok(None) => {}
                             Err(d) => {
-                                self.fail("diverged", d.0);
+                                self.fail(AttemptOutcome::Diverged, d.0);
                                 return None;
                             }
                         }
@@ -141,30 +163,31 @@ impl Relay {
         None
     }
 
-    fn close_attempt(&mut self, outcome: &'static str) {
+    fn close_attempt(&mut self, outcome: AttemptOutcome) {
         let now = Instant::now();
         let duration = now - self.attempt_start;
         // A restart that diverged is the sampling's doing, not the target's.
         let verdict = match outcome {
-            "ok" => Verdict::Ok,
-            "diverged" => Verdict::Neutral,
+            AttemptOutcome::Ok => Verdict::Ok,
+            AttemptOutcome::Diverged => Verdict::Neutral,
             _ => Verdict::Failed,
         };
         self.current.health.stream_ended(now, verdict, duration);
-        self.attempts.push(StreamAttempt {
-            target: self.current.id().to_owned(),
+        self.attempts.push(Attempt {
+            target: self.current.clone(),
             start: self.attempt_start - self.ctx.request_start,
             duration,
             outcome,
-            carried_chars: self.carried,
+            status: None,
+            carried_chars: Some(self.carried),
         });
     }
 
     fn finish(&mut self) {
         self.out.push_back(encode_data(DONE));
         self.ended = true;
-        self.ctx.route.count_outcome(Some(self.current_idx), 0);
-        self.close_attempt("ok");
+        (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Ok);
+        self.close_attempt(AttemptOutcome::Ok);
         self.report(None);
         // Read what is left of the upstream body (`[DONE]`, the chunked terminator) so its
         // connection goes back to the pool instead of being closed: otherwise the next stream
@@ -187,8 +210,8 @@ impl Relay {
     }
 
     /// End the stream with an error the SDKs understand.
-    fn fail(&mut self, outcome: &'static str, message: String) {
-        self.ctx.route.count_outcome(Some(self.current_idx), 2);
+    fn fail(&mut self, outcome: AttemptOutcome, message: String) {
+        (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Error);
         self.close_attempt(outcome);
         self.attempts.append(&mut self.failed_tries);
         self.out.extend(self.tracker.error_tail(&message));
@@ -201,7 +224,7 @@ impl Relay {
     async fn cut(&mut self, why: StreamCut) {
         tracing::warn!(
             request_id = %self.ctx.request_id, route = %self.ctx.route.config.name,
-            target = %self.current.id(), kind = why.kind(), chunks = self.tracker.content_chunks,
+            target = %self.current.id(), kind = why.outcome().label(), chunks = self.tracker.content_chunks,
             elapsed_ms = self.attempt_start.elapsed().as_millis() as u64, "stream broke after commit"
         );
         let message = format!(
@@ -222,7 +245,7 @@ impl Relay {
             _ => None,
         };
         if let (Some(resumed), Some(c)) = (resumed, cont.as_mut()) {
-            self.close_attempt(why.kind());
+            self.close_attempt(why.outcome());
             // The tries that failed on the way came after the broken attempt.
             self.attempts.append(&mut self.failed_tries);
             count_move(
@@ -252,7 +275,7 @@ impl Relay {
             return;
         }
         self.ctx.continuation = cont;
-        self.fail(why.kind(), message);
+        self.fail(why.outcome(), message);
     }
 
     async fn next_bytes(&mut self) -> Option<Bytes> {
@@ -289,7 +312,7 @@ impl Drop for Relay {
     fn drop(&mut self) {
         if !self.ended {
             // The client went away mid-stream.
-            self.ctx.route.count_outcome(Some(self.current_idx), 3);
+            (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Cancelled);
         }
     }
 }
@@ -306,7 +329,7 @@ pub fn relay(
         tracker.capture_text();
         // The head was read before capture was on: take its text from the frames.
         for framed in &committed.head {
-            sent.push_str(&super::stream::content_text(&decode_data(framed)));
+            sent.push_str(&content_text(&decode_data(framed)));
         }
     }
     let current = ctx.route.targets[ctx.target_idx].clone();

@@ -245,8 +245,22 @@ pub(super) fn from_wire(status: u16, wire: WireError<'_>) -> UpstreamError {
     }
 }
 
-/// OpenAI has codes for the cases that matter; compatible servers (vLLM and the like) often
-/// send only the message, which is read for the context-length case.
+/// What servers say when a prompt does not fit: OpenAI without a code and vLLM ("This model's
+/// maximum context length is 4096 tokens. However, you requested ..."), llama.cpp ("the
+/// request exceeds the available context size"), Ollama and LM Studio ("... exceeds the context
+/// length").
+fn is_context_length_message(message: &str) -> bool {
+    [
+        "maximum context length",
+        "context size",
+        "exceeds the context length",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
+/// OpenAI has codes for the cases that matter; compatible servers (vLLM, llama.cpp and the
+/// like) often send only the message, which is read for the context-length case.
 fn classify(status: u16, kind: Option<&str>, code: Option<&str>, message: &str) -> ErrorClass {
     match code {
         Some("context_length_exceeded" | "string_above_max_length") => {
@@ -257,10 +271,11 @@ fn classify(status: u16, kind: Option<&str>, code: Option<&str>, message: &str) 
         Some("rate_limit_exceeded" | "insufficient_quota") => return ErrorClass::RateLimited,
         _ => {}
     }
-    if message.contains("maximum context length") {
+    if is_context_length_message(message) {
         return ErrorClass::ContextLength;
     }
     match kind {
+        Some("exceed_context_size_error") => ErrorClass::ContextLength,
         Some("overloaded_error" | "server_overloaded") => ErrorClass::Overloaded,
         Some("rate_limit_error" | "requests" | "tokens") => ErrorClass::RateLimited,
         _ => ErrorClass::from_status(status),
@@ -331,6 +346,12 @@ mod tests {
         );
         let bare = br#"{"error":"This model's maximum context length is 4096 tokens"}"#;
         assert_eq!(parse_error(400, bare).class, ErrorClass::ContextLength);
+        let llama = br#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}"#;
+        assert_eq!(parse_error(400, llama).class, ErrorClass::ContextLength);
+        let ollama = br#"{"error":{"message":"the input length exceeds the context length","type":"api_error"}}"#;
+        assert_eq!(parse_error(400, ollama).class, ErrorClass::ContextLength);
+        let plain = br#"{"error":{"message":"messages[0].role is invalid","type":"invalid_request_error"}}"#;
+        assert_eq!(parse_error(400, plain).class, ErrorClass::Other);
         assert_eq!(parse_error(502, b"Bad Gateway").class, ErrorClass::Other);
         assert_eq!(parse_error(401, b"{}").class, ErrorClass::Auth);
     }

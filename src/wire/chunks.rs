@@ -1,17 +1,15 @@
 //! Reading OpenAI stream chunks just enough to know where a stream stands: its commit point
 //! (first content), its finish, its usage, in-band errors, the text the client has seen (for
-//! mid-stream continuation) and whether a tool call is under way. `relay` uses it after the
-//! commit point, `attempt` before it.
+//! mid-stream continuation) and whether a tool call is under way. `routing::attempt` reads a
+//! stream with it up to the commit point, `routing::relay` after it.
 
 use std::borrow::Cow;
-use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::api::sse::{encode_data, SseDecoder, SseEvent, DONE};
-use crate::provider::ByteStream;
+use super::sse::{encode_data, SseEvent, DONE};
 
 /// Token counts as OpenAI reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -244,46 +242,6 @@ impl ChunkTracker {
             encode_data(error.to_string().as_bytes()),
         ]
     }
-}
-
-/// Why a committed stream broke.
-#[derive(Debug, Clone)]
-pub enum StreamCut {
-    /// The connection failed or closed before the answer was complete.
-    Cut,
-    /// No chunk for `idle_timeout`.
-    Stall(Duration),
-    /// The upstream sent an error event.
-    InBand(String),
-}
-
-impl StreamCut {
-    /// A human description for the error event.
-    pub fn describe(&self) -> String {
-        match self {
-            StreamCut::Cut => "upstream connection closed before the answer was complete".into(),
-            StreamCut::Stall(d) => format!("upstream sent nothing for {} ms", d.as_millis()),
-            StreamCut::InBand(m) => format!("upstream error: {m}"),
-        }
-    }
-
-    /// A low-cardinality label.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StreamCut::Cut => "cut",
-            StreamCut::Stall(_) => "stall",
-            StreamCut::InBand(_) => "in_band_error",
-        }
-    }
-}
-
-/// A stream that passed its commit point, ready to be relayed.
-pub struct Committed {
-    pub upstream: ByteStream,
-    pub decoder: SseDecoder,
-    pub tracker: ChunkTracker,
-    /// Events already read (up to and including the first content), to send first.
-    pub head: Vec<Bytes>,
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
-//! What an attempt's failure means for the request: every upstream error is classified where it
-//! is born into an [`AttemptError`], and the failover loop reads only [`AttemptError::next_step`].
+//! What an upstream failure means, decided in one place: every error is classified where it is
+//! born into an [`AttemptError`] (an error status by its dialect's [`ErrorClass`], see
+//! [`status_error`]); from it follow the failover step ([`AttemptError::next_step`]), the
+//! breaker's verdict ([`AttemptError::verdict`]), how a returned provider error counts
+//! ([`returned_outcome`]) and the status the client gets when nothing worked
+//! ([`final_status`]). Nothing else reads a status code or a message to decide.
 
 use std::time::Duration;
 
@@ -7,6 +11,8 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::health::Verdict;
+use super::path::{AttemptOutcome, RequestOutcome};
+use crate::canonical::{self, Dialect, ErrorClass};
 use crate::config::FailoverPolicy;
 
 /// How one upstream call failed.
@@ -23,11 +29,14 @@ pub enum AttemptError {
     /// The provider answered with an error status.
     Status {
         status: StatusCode,
-        /// From `retry-after-ms` or `retry-after` (seconds).
+        /// What kind of failure the provider's dialect says it is.
+        class: ErrorClass,
+        /// From `retry-after-ms` or `retry-after` (seconds), or the body (Gemini `RetryInfo`).
         retry_after: Option<Duration>,
-        /// The provider's machine-readable `error.code`, when it sent one.
+        /// The provider's machine-readable code, when it sent one (for the error message).
         code: Option<String>,
-        /// The provider's body, returned as is for client errors.
+        /// The provider's body in the OpenAI shape (as it came from an OpenAI-dialect target),
+        /// returned as is for client errors.
         body: Bytes,
     },
     /// A success status with a body that is not what the wire format says.
@@ -57,22 +66,96 @@ pub enum NextStep {
     RetryAfter(Duration),
 }
 
-/// The OpenAI (and Azure) error code of a prompt that exceeds the model's context window.
-const CONTEXT_LENGTH_CODE: &str = "context_length_exceeded";
+/// An upstream error status whose own failure it is (it counts against the target's breaker
+/// and SLIs): bad credentials, a missing model or deployment, a request timeout, rate limits and
+/// server errors. Other 4xx are the client's doing and would fail anywhere.
+pub fn target_at_fault(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 401 | 403 | 404 | 408 | 429 | 500..=599)
+}
+
+/// An error answer from a target of `dialect`, classified by that dialect's rules; its body
+/// is kept as it came from an OpenAI-dialect target, and written in the OpenAI shape (the
+/// inner form) for the others.
+pub fn status_error(
+    dialect: Dialect,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: Bytes,
+) -> AttemptError {
+    let err = dialect.parse_error(status.as_u16(), &body);
+    let body = if dialect == Dialect::OpenAi {
+        body
+    } else {
+        Bytes::from(canonical::openai::write_error(&err))
+    };
+    AttemptError::Status {
+        status,
+        class: err.class,
+        retry_after: retry_after.or(err.retry_delay),
+        code: err.code,
+        body,
+    }
+}
+
+/// How a provider's error that is returned to the client as is counts for the request.
+pub fn returned_outcome(status: StatusCode) -> RequestOutcome {
+    if target_at_fault(status) {
+        RequestOutcome::Error
+    } else {
+        RequestOutcome::ClientError
+    }
+}
+
+/// The status and error code the client gets when no attempt succeeded: 504 when time ran
+/// out (or every attempt timed out), 503 when every target was overloaded or rate-limited or a
+/// retry budget stopped the retries, else 502.
+pub fn final_status(
+    errors: &[AttemptError],
+    out_of_time: bool,
+    budget_stopped: bool,
+) -> (StatusCode, &'static str) {
+    let all_timeouts = errors.iter().all(AttemptError::is_timeout);
+    let all_overloaded = errors.iter().all(|e| {
+        matches!(
+            e.class(),
+            Some(ErrorClass::RateLimited | ErrorClass::Overloaded)
+        )
+    });
+    if out_of_time || all_timeouts {
+        (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
+    } else if all_overloaded || budget_stopped {
+        (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
+    } else {
+        (StatusCode::BAD_GATEWAY, "upstream_failed")
+    }
+}
 
 impl AttemptError {
-    /// A low-cardinality label for logs, metrics and the audit path.
-    pub fn kind(&self) -> &'static str {
+    /// What this makes of the attempt, for logs, metrics and the audit path.
+    pub fn outcome(&self) -> AttemptOutcome {
         match self {
-            AttemptError::Connect => "connect",
-            AttemptError::Reset => "reset",
-            AttemptError::Timeout => "timeout",
-            AttemptError::FirstTokenTimeout => "first_token_timeout",
-            AttemptError::Status { .. } => "status",
-            AttemptError::Malformed => "malformed",
-            AttemptError::InBand { .. } => "in_band_error",
-            AttemptError::EmptyStream => "empty_stream",
-            AttemptError::Untranslatable { .. } => "untranslatable",
+            AttemptError::Connect => AttemptOutcome::Connect,
+            AttemptError::Reset => AttemptOutcome::Reset,
+            AttemptError::Timeout => AttemptOutcome::Timeout,
+            AttemptError::FirstTokenTimeout => AttemptOutcome::FirstTokenTimeout,
+            AttemptError::Status { .. } => AttemptOutcome::Status,
+            AttemptError::Malformed => AttemptOutcome::Malformed,
+            AttemptError::InBand { .. } => AttemptOutcome::InBandError,
+            AttemptError::EmptyStream => AttemptOutcome::EmptyStream,
+            AttemptError::Untranslatable { .. } => AttemptOutcome::Untranslatable,
+        }
+    }
+
+    /// A low-cardinality label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        self.outcome().label()
+    }
+
+    /// The class of an error status.
+    pub fn class(&self) -> Option<ErrorClass> {
+        match self {
+            AttemptError::Status { class, .. } => Some(*class),
+            _ => None,
         }
     }
 
@@ -84,15 +167,13 @@ impl AttemptError {
         }
     }
 
-    /// Whether this counts against the target's breaker and SLIs: 5xx, 429, 401/403/404/408,
-    /// timeouts, stalls, transport errors and malformed replies do; other 4xx (the client's
-    /// doing, a context-length error included) do not.
+    /// Whether this counts against the target's breaker and SLIs: statuses that are the
+    /// target's fault ([`target_at_fault`]), timeouts, stalls, transport errors and malformed
+    /// replies do; other 4xx (the client's doing, a context-length error included) do not.
     pub fn verdict(&self) -> Verdict {
         match self {
-            AttemptError::Status { status, .. } => match status.as_u16() {
-                401 | 403 | 404 | 408 | 429 | 500..=599 => Verdict::Failed,
-                _ => Verdict::Neutral,
-            },
+            AttemptError::Status { status, .. } if target_at_fault(*status) => Verdict::Failed,
+            AttemptError::Status { .. } => Verdict::Neutral,
             // Our limitation, not the target's.
             AttemptError::Untranslatable { .. } => Verdict::Neutral,
             _ => Verdict::Failed,
@@ -136,13 +217,18 @@ impl AttemptError {
             AttemptError::Status {
                 status,
                 retry_after,
-                code,
+                class,
                 ..
             } => {
-                if *status == StatusCode::BAD_REQUEST
-                    && code.as_deref() == Some(CONTEXT_LENGTH_CODE)
-                {
-                    return NextStep::NextLargerWindow;
+                match class {
+                    // Whatever the status, never resent to the same model; a larger window
+                    // may take it.
+                    ErrorClass::ContextLength if status.is_client_error() => {
+                        return NextStep::NextLargerWindow
+                    }
+                    // A refusal is the answer: returned with its reason, never retried.
+                    ErrorClass::ContentFilter => return NextStep::ReturnAsIs,
+                    _ => {}
                 }
                 if !policy.on_status.contains(&status.as_u16()) {
                     return NextStep::ReturnAsIs;
@@ -173,24 +259,6 @@ pub fn parse_retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 /// business, not a park's.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(20 * 60);
 
-/// The machine-readable `error.code` of an OpenAI-shaped error body.
-pub fn error_code(body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        error: Option<Inner>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Inner {
-        code: Option<serde_json::Value>,
-    }
-    let env: Envelope = serde_json::from_slice(body).ok()?;
-    match env.error?.code? {
-        serde_json::Value::String(s) => Some(s),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -211,12 +279,21 @@ mod tests {
         }
     }
 
+    /// An OpenAI error answer of status `code`, with `err_code` as its `error.code`.
     fn status(code: u16, err_code: Option<&str>, retry_after: Option<u64>) -> AttemptError {
-        AttemptError::Status {
-            status: StatusCode::from_u16(code).unwrap(),
-            retry_after: retry_after.map(Duration::from_secs),
-            code: err_code.map(str::to_owned),
-            body: Bytes::new(),
+        let body = serde_json::json!({"error": {"message": "m", "code": err_code}}).to_string();
+        status_error(
+            Dialect::OpenAi,
+            StatusCode::from_u16(code).unwrap(),
+            retry_after.map(Duration::from_secs),
+            Bytes::from(body),
+        )
+    }
+
+    fn code(err: &AttemptError) -> Option<&str> {
+        match err {
+            AttemptError::Status { code, .. } => code.as_deref(),
+            _ => None,
         }
     }
 
@@ -288,6 +365,10 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
         assert_eq!(parse_retry_after(&h), None);
+        let error_code = |body: &'static [u8]| {
+            let err = status_error(Dialect::OpenAi, StatusCode::BAD_REQUEST, None, body.into());
+            code(&err).map(str::to_owned)
+        };
         assert_eq!(
             error_code(br#"{"error":{"message":"x","code":"context_length_exceeded"}}"#).as_deref(),
             Some("context_length_exceeded")

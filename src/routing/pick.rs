@@ -1,14 +1,12 @@
-//! The failover loop's bookkeeping: where it stands between attempts ([`Cursor`]), which target
-//! is next ([`pick_target`]), and the client-visible error when nothing worked ([`failure`]).
+//! Which target is next: where the failover loop stands between attempts ([`Cursor`]) and the
+//! rules every attempt's target is picked by ([`pick_target`]): the first attempt, retries,
+//! hedges and the continuation of a broken stream alike.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::StatusCode;
 use tokio::time::Instant;
 
-use super::dispatch::{AttemptRecord, Failure};
-use super::failover::AttemptError;
 use super::{Route, Target};
 
 /// Base of the jittered pause before a quick same-target retry.
@@ -129,70 +127,4 @@ pub fn pick_target(
 pub fn jittered(retry: u32) -> Duration {
     let full = QUICK_RETRY_BASE * 2u32.saturating_pow(retry.min(6));
     full / 2 + full.mul_f64(fastrand::f64() / 2.0)
-}
-
-/// The client-visible error when no attempt succeeded: it names every step of the path.
-pub fn failure(
-    route: &Route,
-    path: &[AttemptRecord],
-    errors: &[AttemptError],
-    out_of_time: bool,
-    budget_spent: bool,
-    budget_skipped: &[Arc<Target>],
-) -> Failure {
-    if path.is_empty() {
-        return Failure {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            code: "no_target_available",
-            message: format!(
-                "no target of route {} can take the request now (all are parked by Retry-After)",
-                route.config.name
-            ),
-        };
-    }
-    let steps: Vec<String> = path
-        .iter()
-        .filter(|a| a.outcome != "ok")
-        .zip(errors)
-        .map(|(a, e)| {
-            format!(
-                "{}: {} after {} ms",
-                a.target.id(),
-                e.describe(),
-                a.duration.as_millis()
-            )
-        })
-        .collect();
-    let all_timeouts = errors.iter().all(AttemptError::is_timeout);
-    let all_overloaded = errors
-        .iter()
-        .all(|e| matches!(e.status().map(|s| s.as_u16()), Some(429 | 503 | 529)));
-    let (status, code) = if out_of_time || all_timeouts {
-        (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
-    } else if all_overloaded || budget_spent || !budget_skipped.is_empty() {
-        (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
-    } else {
-        (StatusCode::BAD_GATEWAY, "upstream_failed")
-    };
-    let mut budget_note = String::new();
-    if budget_spent {
-        budget_note.push_str(" (no retry: the route's retry budget is spent)");
-    }
-    if !budget_skipped.is_empty() {
-        let ids: Vec<&str> = budget_skipped.iter().map(|t| t.id()).collect();
-        budget_note.push_str(&format!(
-            " (not retried on {}: retry budget spent)",
-            ids.join(", ")
-        ));
-    }
-    Failure {
-        status,
-        code,
-        message: format!(
-            "route {}: all {} attempt(s) failed{budget_note}: {}",
-            route.config.name,
-            errors.len(),
-            steps.join("; ")
-        ),
-    }
 }

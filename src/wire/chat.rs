@@ -1,4 +1,4 @@
-//! The inbound OpenAI chat request, parsed shallowly: we read the few fields the gateway needs
+//! The inner request: an OpenAI chat request, parsed shallowly: we read the few fields the gateway needs
 //! (`model`, `stream`, `stream_options`, `messages`) and keep the client's bytes for everything
 //! else, so parameters we have never heard of reach same-dialect providers untouched.
 //!
@@ -126,6 +126,23 @@ impl ChatRequest {
         &self.body[self.messages_range.clone()]
     }
 
+    /// `messages` with the partial answer appended as a final assistant message (a prefill:
+    /// the target is asked to continue it).
+    pub fn prefill_messages(&self, partial: &str) -> Vec<u8> {
+        let messages = self.messages_json();
+        let close = messages
+            .iter()
+            .rposition(|&b| b == b']')
+            .unwrap_or(messages.len());
+        let assistant = serde_json::json!({"role": "assistant", "content": partial}).to_string();
+        let mut out = Vec::with_capacity(messages.len() + assistant.len() + 2);
+        out.extend_from_slice(&messages[..close]);
+        out.push(b',');
+        out.extend_from_slice(assistant.as_bytes());
+        out.push(b']');
+        out
+    }
+
     /// The body to send upstream: the client's bytes with `model` set to `upstream_model`, usage
     /// requested on streams, and `messages` replaced when `messages` is given (context trimming,
     /// prefill).
@@ -220,6 +237,19 @@ mod tests {
         .unwrap();
         let out: Value = serde_json::from_slice(&req.upstream_body("\"x\"", Some(b"[]"))).unwrap();
         assert_eq!(out, json!({"messages":[],"model":"x"}));
+    }
+
+    #[test]
+    fn prefill_appends_the_partial_answer() {
+        let chat = ChatRequest::parse(Bytes::from_static(
+            br#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#,
+        ))
+        .unwrap();
+        let m: Value = serde_json::from_slice(&chat.prefill_messages("alpha-1 br")).unwrap();
+        assert_eq!(
+            m[1],
+            serde_json::json!({"role": "assistant", "content": "alpha-1 br"})
+        );
     }
 
     #[test]

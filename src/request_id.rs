@@ -8,7 +8,7 @@
 
 /// A new id for a request arriving now.
 pub fn new() -> String {
-    uuid_v7(crate::routing::health::wall_ms(), fastrand::u128(..))
+    uuid_v7(crate::clock::wall_ms(), fastrand::u128(..))
 }
 
 /// The arrival time (Unix ms) in an id made by [`new`]; `None` for any other string.
@@ -77,7 +77,7 @@ mod tests {
             time_ms(&uuid_v7(0x017F_22E2_79B0, 7)),
             Some(0x017F_22E2_79B0)
         );
-        let now = crate::routing::health::wall_ms() as i64;
+        let now = crate::clock::wall_ms() as i64;
         let t = time_ms(&new()).unwrap();
         assert!((now - 1_000..=now + 1_000).contains(&t), "{t} vs {now}");
         // Not ours: the old 16-hex-digit ids, a UUIDv4, garbage.

@@ -1,0 +1,15 @@
+//! The gateway's inner wire form, shared by the edge (`api`) and the core (`routing`).
+//!
+//! Inside, a request travels in the OpenAI chat shape: the client's own bytes when it sent that
+//! dialect ([`chat::ChatRequest`], read shallowly and passed on with byte splices), or its body
+//! translated once at the edge. Answers travel as OpenAI bodies and SSE chunks: [`sse`] frames
+//! and decodes events, [`chunks`] reads chunks just enough to know where a stream stands, and
+//! [`transcode`] converts to and from the other dialects through the canonical model.
+
+pub mod chat;
+pub mod chunks;
+pub mod sse;
+pub mod transcode;
+
+pub use chat::ChatRequest;
+pub use chunks::Usage;

@@ -1,0 +1,128 @@
+//! Transcoding between the inner form and the other dialects. A target that speaks the OpenAI
+//! dialect (OpenAI, Azure, compatible servers) gets the client's bytes; an Anthropic or Gemini
+//! target gets the request written in its own dialect from the canonical model ([`Canonical`]),
+//! and its answer, whole or streamed, comes back as OpenAI bodies and chunks, so the failover
+//! loop, the relay and continuation work the same for every target.
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use futures_util::stream::{BoxStream, StreamExt};
+
+use super::chat::ChatRequest;
+use super::chunks::Usage;
+use super::sse::SseDecoder;
+use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
+use crate::config::ProviderKind;
+use crate::provider::ByteStream;
+
+/// The dialect a provider kind speaks.
+pub fn dialect_of(kind: ProviderKind) -> Dialect {
+    match kind {
+        ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Azure => {
+            Dialect::OpenAi
+        }
+        ProviderKind::Anthropic => Dialect::Anthropic,
+        ProviderKind::Gemini => Dialect::Gemini,
+    }
+}
+
+/// The canonical form of a request, made once and only if a target needs it.
+#[derive(Debug, Default)]
+pub struct Canonical(OnceLock<Option<canonical::ChatRequest>>);
+
+impl Canonical {
+    /// Already known (the edge parsed a non-OpenAI body).
+    pub fn known(req: canonical::ChatRequest) -> Self {
+        let cell = OnceLock::new();
+        let _ = cell.set(Some(req));
+        Canonical(cell)
+    }
+
+    /// The canonical request, parsed from the OpenAI body on first use.
+    pub fn get(&self, chat: &ChatRequest) -> Option<&canonical::ChatRequest> {
+        self.0
+            .get_or_init(|| canonical::openai::parse_request(chat.body()).ok())
+            .as_ref()
+    }
+}
+
+/// A non-streamed answer of `dialect` as an OpenAI chat completion, with its usage.
+pub fn response_to_openai(
+    dialect: Dialect,
+    body: &[u8],
+) -> Result<(Bytes, Option<Usage>), TranslateError> {
+    let resp = dialect.parse_response(body)?;
+    let out = canonical::openai::write_response(&resp)?;
+    let usage = resp.usage.map(|u| Usage {
+        prompt_tokens: u.input,
+        completion_tokens: u.output,
+    });
+    Ok((Bytes::from(out), usage))
+}
+
+struct Recode<E> {
+    body: BoxStream<'static, Result<Bytes, E>>,
+    sse: SseDecoder,
+    decoder: StreamDecoder,
+    encoder: StreamEncoder,
+    ended: bool,
+}
+
+/// An SSE stream of one dialect re-encoded in another. It ends with the target dialect's
+/// terminator only when the source said it was complete: a cut stays a cut.
+fn recode<E: Send + 'static>(
+    body: BoxStream<'static, Result<Bytes, E>>,
+    from: Dialect,
+    to: Dialect,
+) -> BoxStream<'static, Result<Bytes, E>> {
+    let state = Recode {
+        body,
+        sse: SseDecoder::new(),
+        decoder: from.decoder(),
+        encoder: to.encoder(true),
+        ended: false,
+    };
+    futures_util::stream::unfold(state, |mut r| async move {
+        loop {
+            if r.ended {
+                return None;
+            }
+            let bytes = match r.body.next().await? {
+                Ok(bytes) => bytes,
+                Err(e) => return Some((Err(e), r)),
+            };
+            r.sse.push(&bytes);
+            let mut events = Vec::new();
+            while let Some(ev) = r.sse.next_event() {
+                // An event that cannot be read is skipped; the stream goes on.
+                let _ = r.decoder.decode(ev.event.as_deref(), &ev.data, &mut events);
+            }
+            let mut out = Vec::new();
+            for ev in &events {
+                r.encoder.encode(ev, &mut out);
+            }
+            if r.decoder.is_done() {
+                r.encoder.finish(&mut out);
+                r.ended = true;
+            }
+            if !out.is_empty() {
+                return Some((Ok(Bytes::from(out)), r));
+            }
+        }
+    })
+    .boxed()
+}
+
+/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk).
+pub fn stream_to_openai(upstream: ByteStream, dialect: Dialect) -> ByteStream {
+    recode(upstream, dialect, Dialect::OpenAi)
+}
+
+/// The relay's OpenAI SSE bytes re-encoded for a client of another dialect.
+pub fn stream_from_openai(
+    body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+    dialect: Dialect,
+) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
+    recode(body, Dialect::OpenAi, dialect)
+}
