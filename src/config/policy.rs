@@ -1,7 +1,7 @@
 //! A route's resilience policy: `[routes.failover]`, `[routes.breaker]`, `[routes.hedge]`,
 //! `[routes.retry_budget]` and `[routes.context]`.
 //!
-//! The `Default` impls are the built-in defaults from the product contract (SPEC.md), used for
+//! The `Default` impls are the built-in defaults from the product contract (docs/CONTRACT.md), used for
 //! every key that neither the route nor `[defaults]` sets.
 
 use std::num::NonZeroU32;
