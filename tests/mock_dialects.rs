@@ -305,6 +305,15 @@ fn contents_body() -> Value {
     })
 }
 
+/// The request path for `model` under Gemini's API root.
+fn gemini_path(model: &str, stream: bool) -> String {
+    if stream {
+        format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
+    } else {
+        format!("/v1beta/models/{model}:generateContent")
+    }
+}
+
 async fn post_gemini(
     mock: &MockServer,
     model: &str,
@@ -312,11 +321,7 @@ async fn post_gemini(
     body: &Value,
 ) -> reqwest::Response {
     reqwest::Client::new()
-        .post(format!(
-            "{}{}",
-            mock.root_url(),
-            gemini::path(model, stream)
-        ))
+        .post(format!("{}{}", mock.root_url(), gemini_path(model, stream)))
         .header("x-goog-api-key", "AIza-test")
         .json(body)
         .send()
@@ -440,7 +445,7 @@ async fn gemini_errors_follow_the_plan() {
     let error = gemini::parse_error(400, &response.bytes().await.unwrap());
     assert_eq!(error.class, ErrorClass::Auth);
     let no_key = reqwest::Client::new()
-        .post(format!("{}{}", mock.root_url(), gemini::path("g", false)))
+        .post(format!("{}{}", mock.root_url(), gemini_path("g", false)))
         .json(&contents_body())
         .send()
         .await

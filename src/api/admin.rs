@@ -17,7 +17,7 @@ use crate::config::HedgeDelay;
 use crate::routing::breaker::Manual;
 
 /// `GET /metrics`: Prometheus text.
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub(super) async fn metrics(State(state): State<AppState>) -> Response {
     let mut resp = state.shared.metrics.render().into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -32,7 +32,7 @@ fn ms(d: Duration) -> u64 {
 
 /// `GET /admin/status`: breaker state, SLIs and hedge delay per target; routes with their
 /// targets in order.
-pub async fn status(State(state): State<AppState>) -> Response {
+pub(super) async fn status(State(state): State<AppState>) -> Response {
     let routing = state.routing.load();
     let now = Instant::now();
     let wall = SystemTime::now()
@@ -106,7 +106,7 @@ struct Action {
 
 /// `POST /admin/targets/{provider}/{model}/breaker` with `{"action":"open"|"close"|"reset"}`.
 /// The model part may itself hold slashes (`meta-llama/Llama-3`).
-pub async fn breaker(
+pub(super) async fn breaker(
     State(state): State<AppState>,
     Path(path): Path<String>,
     body: Bytes,
@@ -148,7 +148,7 @@ pub async fn breaker(
 }
 
 #[derive(Deserialize)]
-pub struct EventsQuery {
+pub(super) struct EventsQuery {
     #[serde(default)]
     since: u64,
     #[serde(default = "default_limit")]
@@ -160,7 +160,7 @@ fn default_limit() -> usize {
 }
 
 /// `GET /admin/events?since=SEQ&limit=N`: recent failovers, breaker transitions and hedges.
-pub async fn events(
+pub(super) async fn events(
     State(state): State<AppState>,
     axum::extract::Query(q): axum::extract::Query<EventsQuery>,
 ) -> Response {

@@ -20,7 +20,10 @@ use crate::wire::transcode::Canonical;
 use crate::wire::ChatRequest;
 
 /// `POST /v1/messages`.
-pub async fn messages(State(state): State<AppState>, request: axum::extract::Request) -> Response {
+pub(super) async fn messages(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+) -> Response {
     let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();

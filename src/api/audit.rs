@@ -19,7 +19,7 @@ const MAX_LIMIT: usize = 1_000;
 
 /// The query string, as text: each value is parsed below, with an error that names it.
 #[derive(Debug, Default, Deserialize)]
-pub struct Params {
+pub(super) struct Params {
     route: Option<String>,
     target: Option<String>,
     status: Option<String>,
@@ -61,7 +61,10 @@ fn parse(p: Params) -> Result<AuditQuery, ApiError> {
 }
 
 /// `GET /admin/audit`.
-pub async fn records(State(state): State<AppState>, Query(params): Query<Params>) -> Response {
+pub(super) async fn records(
+    State(state): State<AppState>,
+    Query(params): Query<Params>,
+) -> Response {
     let q = match parse(params) {
         Ok(q) => q,
         Err(e) => return e.into_response(),

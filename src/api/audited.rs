@@ -19,7 +19,7 @@ use crate::routing::request::Request;
 use crate::wire::Usage;
 
 /// A record with what is known when the request starts.
-pub fn draft(
+pub(super) fn draft(
     audit: &Audit,
     req: &Request,
     route: &str,
@@ -37,7 +37,7 @@ pub fn draft(
 
 /// The record of a request refused before any attempt (bad key, header or body, unknown
 /// model): its status and error, an empty path. `route` is the model asked for, when known.
-pub fn refused(
+pub(super) fn refused(
     audit: &Audit,
     id: &str,
     route: &str,
@@ -65,7 +65,7 @@ fn time_ms(id: &str) -> i64 {
 }
 
 /// Fill in token counts.
-pub fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
+pub(super) fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
     if let Some(u) = usage {
         rec.tokens_in = Some(u.prompt_tokens);
         rec.tokens_out = Some(u.completion_tokens);
@@ -73,7 +73,7 @@ pub fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
 }
 
 /// A stream body that submits its audit record when it ends or is dropped.
-pub struct AuditedStream {
+pub(super) struct AuditedStream {
     inner: BoxStream<'static, Result<Bytes, Infallible>>,
     record: Option<AuditRecord>,
     /// The entry of the record's path whose attempt committed the stream.
@@ -86,7 +86,7 @@ pub struct AuditedStream {
 impl AuditedStream {
     /// Wrap `inner`; `record` has everything but how the stream ends; `served` is the entry
     /// of its path that committed the stream.
-    pub fn new(
+    pub(super) fn new(
         inner: BoxStream<'static, Result<Bytes, Infallible>>,
         record: AuditRecord,
         served: Option<usize>,

@@ -10,7 +10,7 @@ use http::{header, HeaderValue};
 const PAGE: &str = include_str!("dashboard.html");
 
 /// `GET /dashboard`.
-pub async fn page() -> Response {
+pub(super) async fn page() -> Response {
     let mut resp = PAGE.into_response();
     let headers = resp.headers_mut();
     headers.insert(

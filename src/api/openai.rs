@@ -16,7 +16,7 @@ use crate::wire::transcode::Canonical;
 use crate::wire::ChatRequest;
 
 /// `POST /v1/chat/completions`.
-pub async fn chat_completions(
+pub(super) async fn chat_completions(
     State(state): State<AppState>,
     request: axum::extract::Request,
 ) -> Response {
@@ -49,7 +49,7 @@ async fn serve_chat(
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`
 /// is set, as for completions: the SDKs send it).
-pub async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
+pub(super) async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
     let id = request_id::new();
     if let Some(Err(e)) = state.auth.load().as_deref().map(|auth| auth.check(&h)) {
         return with_id(e.into_response(), &id);
@@ -64,7 +64,7 @@ pub async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
 }
 
 /// Anything else: 404 in the OpenAI envelope.
-pub async fn not_found(uri: http::Uri) -> Response {
+pub(super) async fn not_found(uri: http::Uri) -> Response {
     edge_error(
         StatusCode::NOT_FOUND,
         "not_found",
@@ -74,7 +74,7 @@ pub async fn not_found(uri: http::Uri) -> Response {
 
 /// A known path with another method (`GET /v1/chat/completions`): 405 in the OpenAI
 /// envelope, not an empty body.
-pub async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
+pub(super) async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
     edge_error(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",

@@ -94,7 +94,7 @@ fn controls(h: &HeaderMap) -> Result<(bool, Option<std::time::Duration>), ApiErr
 }
 
 /// A client request at the edge, before its body is parsed: who sent it and what it asks.
-pub struct Edge {
+pub(super) struct Edge {
     /// When the request arrived (latency and time to first token count from here).
     pub started: Instant,
     pub client_key_id: Option<String>,
@@ -105,7 +105,7 @@ pub struct Edge {
 
 impl Edge {
     /// Check the client key and the control headers, read the body within `max_body`.
-    pub async fn open(
+    pub(super) async fn open(
         state: &AppState,
         h: &HeaderMap,
         body: Body,
@@ -178,7 +178,7 @@ impl Drop for Abandoned<'_> {
 
 /// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape); an
 /// unknown model is answered (404) and recorded here too.
-pub async fn respond(
+pub(super) async fn respond(
     state: &AppState,
     edge: Edge,
     id: &str,

@@ -194,7 +194,7 @@ pub(crate) struct Buffer {
 }
 
 impl Buffer {
-    pub fn records(&self) -> usize {
+    pub(crate) fn records(&self) -> usize {
         self.encoded + self.raw.len()
     }
 }

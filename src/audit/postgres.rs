@@ -57,7 +57,7 @@ pub(crate) struct PgStore {
 
 impl PgStore {
     /// A store for `url` (checked now, connected on first use).
-    pub fn new(url: &str) -> Result<PgStore, AuditError> {
+    pub(super) fn new(url: &str) -> Result<PgStore, AuditError> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|_| AuditError::Invalid("the audit store's postgres URL is invalid".into()))?;
@@ -73,7 +73,7 @@ impl PgStore {
     }
 
     /// Connect (and migrate) unless connected.
-    pub async fn connect(&mut self) -> Result<(), AuditError> {
+    pub(super) async fn connect(&mut self) -> Result<(), AuditError> {
         if self.conn.as_ref().is_some_and(|c| !c.client.is_closed()) {
             return Ok(());
         }
@@ -118,7 +118,7 @@ impl PgStore {
     }
 
     /// Insert a batch with one statement.
-    pub async fn write(&mut self, chunks: &[Chunk]) -> Result<(), AuditError> {
+    pub(super) async fn write(&mut self, chunks: &[Chunk]) -> Result<(), AuditError> {
         self.call(|mut conn| async move {
             let r = insert(&mut conn, chunks).await;
             (conn, r)
@@ -127,7 +127,7 @@ impl PgStore {
     }
 
     /// Delete records older than `before_ms`; returns how many.
-    pub async fn prune(&mut self, before_ms: i64) -> Result<u64, AuditError> {
+    pub(super) async fn prune(&mut self, before_ms: i64) -> Result<u64, AuditError> {
         self.call(|conn| async move {
             let r = prune(&conn.client, before_ms).await;
             (conn, r)
@@ -136,7 +136,7 @@ impl PgStore {
     }
 
     /// Records matching `q`, newest first.
-    pub async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+    pub(super) async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
         let (sql, params) = q.sql(|n| format!("${n}"));
         self.call(|conn| async move {
             let r = select(&conn.client, &sql, params).await;

@@ -132,7 +132,7 @@ pub(crate) struct Row {
 
 impl Row {
     /// The record back; a path that does not parse reads as empty.
-    pub fn into_record(self) -> AuditRecord {
+    pub(super) fn into_record(self) -> AuditRecord {
         let path: Vec<AuditAttempt> = serde_json::from_str(&self.path).unwrap_or_default();
         AuditRecord {
             request_id: self.request_id,

@@ -34,7 +34,7 @@ pub(crate) struct Sink {
 
 impl Sink {
     /// Write batches until the writer closes the channel.
-    pub async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         let mut prune = interval(self.prune_every.max(Duration::from_millis(1)));
         prune.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {

@@ -51,7 +51,7 @@ pub(crate) struct SqliteStore {
 
 impl SqliteStore {
     /// Open (creating it if needed) for writing: WAL mode, migrations applied.
-    pub async fn open_writer(path: &str) -> Result<SqliteStore, AuditError> {
+    pub(super) async fn open_writer(path: &str) -> Result<SqliteStore, AuditError> {
         let path = path.to_owned();
         let conn = blocking(move || {
             let mut conn = Connection::open(&path)?;
@@ -70,7 +70,7 @@ impl SqliteStore {
     }
 
     /// Open an existing database for reading.
-    pub async fn open_reader(path: &str) -> Result<SqliteStore, AuditError> {
+    pub(super) async fn open_reader(path: &str) -> Result<SqliteStore, AuditError> {
         if !Path::new(path).exists() {
             return Err(AuditError::Invalid(format!(
                 "no audit database at {path} (has the gateway written one yet?)"
@@ -98,7 +98,7 @@ impl SqliteStore {
 
     /// Insert a batch in one transaction: all or nothing. Rows go [`ROWS_PER_INSERT`] to a
     /// statement (fewer statement steps per row), the rest one by one.
-    pub async fn write(&self, chunks: Vec<Chunk>) -> Result<(), AuditError> {
+    pub(super) async fn write(&self, chunks: Vec<Chunk>) -> Result<(), AuditError> {
         self.with(move |conn| {
             let tx = conn.transaction()?;
             {
@@ -126,7 +126,7 @@ impl SqliteStore {
     }
 
     /// Delete records older than `before_ms`; returns how many.
-    pub async fn prune(&self, before_ms: i64) -> Result<u64, AuditError> {
+    pub(super) async fn prune(&self, before_ms: i64) -> Result<u64, AuditError> {
         self.with(move |conn| {
             let sql = format!(
                 "DELETE FROM audit_records WHERE id IN \
@@ -145,7 +145,7 @@ impl SqliteStore {
     }
 
     /// Records matching `q`, newest first.
-    pub async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+    pub(super) async fn query(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
         let (sql, params) = q.sql(|n| format!("?{n}"));
         self.with(move |conn| {
             let values: Vec<Value> = params

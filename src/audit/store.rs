@@ -18,7 +18,7 @@ impl Store {
     /// Open for writing. SQLite is opened and migrated now (a bad path fails the start);
     /// PostgreSQL is connected on first use, so a database that is down when the gateway
     /// starts delays the audit log, not the gateway.
-    pub async fn open_writer(store: &AuditStore) -> Result<Store, AuditError> {
+    pub(super) async fn open_writer(store: &AuditStore) -> Result<Store, AuditError> {
         match store {
             AuditStore::Off => Err(AuditError::Invalid("the audit log is off".into())),
             AuditStore::Sqlite(path) => Ok(Store::Sqlite(SqliteStore::open_writer(path).await?)),
@@ -27,7 +27,7 @@ impl Store {
     }
 
     /// Open for reading (connected now).
-    pub async fn open_reader(store: &AuditStore) -> Result<Store, AuditError> {
+    pub(super) async fn open_reader(store: &AuditStore) -> Result<Store, AuditError> {
         match store {
             AuditStore::Off => Err(AuditError::Invalid(
                 "the audit log is off (audit.store = \"off\")".into(),
@@ -43,7 +43,7 @@ impl Store {
 
     /// Write a batch of encoded records atomically (a failed write is retried with the same
     /// chunks).
-    pub async fn write(&mut self, chunks: &[Chunk]) -> Result<(), AuditError> {
+    pub(super) async fn write(&mut self, chunks: &[Chunk]) -> Result<(), AuditError> {
         match self {
             Store::Sqlite(s) => s.write(chunks.to_vec()).await,
             Store::Postgres(p) => p.write(chunks).await,
@@ -51,7 +51,7 @@ impl Store {
     }
 
     /// Delete records older than `before_ms`.
-    pub async fn prune(&mut self, before_ms: i64) -> Result<u64, AuditError> {
+    pub(super) async fn prune(&mut self, before_ms: i64) -> Result<u64, AuditError> {
         match self {
             Store::Sqlite(s) => s.prune(before_ms).await,
             Store::Postgres(p) => p.prune(before_ms).await,
@@ -59,7 +59,7 @@ impl Store {
     }
 
     /// Records matching `q`, newest first.
-    pub async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
+    pub(super) async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
         match self {
             Store::Sqlite(s) => s.query(q).await,
             Store::Postgres(p) => p.query(q).await,

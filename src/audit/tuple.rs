@@ -259,12 +259,12 @@ pub(crate) struct Tuples<'a> {
 }
 
 impl<'a> Tuples<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(super) fn new(buf: &'a [u8]) -> Self {
         Tuples { buf }
     }
 
     /// The next tuple's fields, `None` at the end.
-    pub fn next_tuple(&mut self) -> Result<Option<[Field<'a>; FIELDS]>, AuditError> {
+    pub(super) fn next_tuple(&mut self) -> Result<Option<[Field<'a>; FIELDS]>, AuditError> {
         if self.buf.is_empty() {
             return Ok(None);
         }

@@ -78,7 +78,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn drop_records(&self, n: usize, why: &'static str) {
+    pub(crate) fn drop_records(&self, n: usize, why: &'static str) {
         let total = self.dropped.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         tracing::error!(
             dropped = n,
@@ -99,7 +99,7 @@ pub(crate) struct Chunk {
 #[cfg(test)]
 impl Chunk {
     /// `records` encoded, nothing redacted.
-    pub fn of(records: &[super::AuditRecord]) -> Chunk {
+    pub(crate) fn of(records: &[super::AuditRecord]) -> Chunk {
         let mut bytes = Vec::new();
         for r in records {
             tuple::encode(r, &Redactor::new([]), &mut bytes);

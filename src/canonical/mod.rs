@@ -41,26 +41,6 @@ pub enum Dialect {
     Gemini,
 }
 
-/// How a dialect takes a partial assistant answer to continue (mid-stream failover).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefill {
-    /// A trailing assistant message is a prefill by contract: the answer continues it, and only
-    /// the continuation is returned (Anthropic).
-    Native,
-    /// Sent as a final assistant message; many OpenAI-compatible servers continue it, OpenAI
-    /// itself may answer anew: check the output against what the client already has.
-    FinalAssistantMessage,
-    /// Sent as a final `model` turn, which Gemini models usually continue: check the output too.
-    FinalModelTurn,
-}
-
-impl Prefill {
-    /// Whether the continuation is guaranteed to extend the prefill (no duplicate check needed).
-    pub fn is_native(self) -> bool {
-        self == Prefill::Native
-    }
-}
-
 impl Dialect {
     /// A short name for logs.
     pub fn label(self) -> &'static str {
@@ -68,16 +48,6 @@ impl Dialect {
             Dialect::OpenAi => "openai",
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
-        }
-    }
-
-    /// How this dialect takes a prefill (see [`with_prefill`]). Each accepts a trailing
-    /// assistant message in its own form; only Anthropic promises to continue it.
-    pub fn prefill(self) -> Prefill {
-        match self {
-            Dialect::OpenAi => Prefill::FinalAssistantMessage,
-            Dialect::Anthropic => Prefill::Native,
-            Dialect::Gemini => Prefill::FinalModelTurn,
         }
     }
 
@@ -91,7 +61,7 @@ impl Dialect {
     }
 
     /// Writes `req` as this dialect's body for the upstream `model` (Gemini: the model is in
-    /// the URL, see [`gemini::path`]).
+    /// the URL).
     pub fn write_request(self, req: &ChatRequest, model: &str) -> Result<Vec<u8>, TranslateError> {
         match self {
             Dialect::OpenAi => openai::write_request(req, model),
@@ -266,7 +236,5 @@ mod tests {
         assert_eq!(twice.messages.len(), 2);
         assert_eq!(twice.messages[1], Message::assistant("alpha-1 bravo-2"));
         assert_eq!(with_prefill(&req, ""), req);
-        assert!(Dialect::Anthropic.prefill().is_native());
-        assert!(!Dialect::Gemini.prefill().is_native());
     }
 }

@@ -42,7 +42,7 @@ fn tools() -> Value {
 
 /// One conversation in progress.
 #[derive(Debug)]
-pub struct Conversation {
+pub(super) struct Conversation {
     messages: Vec<Value>,
     turns_left: u32,
     uses_tools: bool,
@@ -54,7 +54,7 @@ pub struct Conversation {
 
 /// What one turn sends.
 #[derive(Debug)]
-pub struct Turn {
+pub(super) struct Turn {
     /// The chat request.
     pub body: Value,
     /// Whether it asks for a stream.
@@ -65,7 +65,7 @@ pub struct Turn {
 
 /// What came back, checked.
 #[derive(Debug, Clone)]
-pub enum Answer {
+pub(super) enum Answer {
     /// The assistant's text.
     Text(String),
     /// A `get_weather` call with its id and JSON arguments.
@@ -74,7 +74,7 @@ pub enum Answer {
 
 /// One client request's outcome as the client saw it.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(super) struct Outcome {
     /// A complete, correct answer arrived.
     pub ok: bool,
     /// What was wrong otherwise.
@@ -95,7 +95,7 @@ pub struct Outcome {
 
 impl Conversation {
     /// A new conversation of a few turns; about a third of them use a tool at some point.
-    pub fn new(rng: &mut fastrand::Rng) -> Conversation {
+    pub(super) fn new(rng: &mut fastrand::Rng) -> Conversation {
         let uses_tools = rng.f64() < 0.35;
         let mut c = Conversation {
             messages: vec![json!({"role": "system", "content": SYSTEM})],
@@ -119,12 +119,12 @@ impl Conversation {
     }
 
     /// Whether there is more to say.
-    pub fn is_done(&self) -> bool {
+    pub(super) fn is_done(&self) -> bool {
         self.turns_left == 0
     }
 
     /// The next request; about 30% are streamed.
-    pub fn turn(&self, rng: &mut fastrand::Rng) -> Turn {
+    pub(super) fn turn(&self, rng: &mut fastrand::Rng) -> Turn {
         let stream = rng.f64() < 0.3;
         let route = if self.plan_with_tool {
             TOOLS_ROUTE
@@ -147,7 +147,7 @@ impl Conversation {
 
     /// Take an answer into the history: a text ends the turn (the user asks the next thing);
     /// a tool call is run and its result sent back on the next turn.
-    pub fn absorb(&mut self, answer: Answer, rng: &mut fastrand::Rng) {
+    pub(super) fn absorb(&mut self, answer: Answer, rng: &mut fastrand::Rng) {
         match answer {
             Answer::Text(text) => {
                 self.messages
@@ -178,7 +178,11 @@ impl Conversation {
 }
 
 /// Send one turn and check the answer.
-pub async fn send(client: &reqwest::Client, base: &str, turn: &Turn) -> (Outcome, Option<Answer>) {
+pub(super) async fn send(
+    client: &reqwest::Client,
+    base: &str,
+    turn: &Turn,
+) -> (Outcome, Option<Answer>) {
     let start = Instant::now();
     let mut outcome = Outcome {
         ok: false,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::mock::FaultPlan;
 
 /// The primary's normal behaviour: quick, a little quicker than the backup.
-pub fn primary_base() -> FaultPlan {
+pub(super) fn primary_base() -> FaultPlan {
     FaultPlan {
         latency_ms: 30,
         first_token_ms: 40,
@@ -20,7 +20,7 @@ pub fn primary_base() -> FaultPlan {
 }
 
 /// The backup's behaviour, all demo long: healthy, a little slower (another region).
-pub fn backup_base() -> FaultPlan {
+pub(super) fn backup_base() -> FaultPlan {
     FaultPlan {
         latency_ms: 60,
         first_token_ms: 50,
@@ -31,7 +31,7 @@ pub fn backup_base() -> FaultPlan {
 
 /// One phase of the script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(super) enum Kind {
     /// All is well.
     Healthy,
     /// A heavy latency tail on the primary.
@@ -46,7 +46,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every phase, in order.
-    pub const ALL: [Kind; 5] = [
+    pub(super) const ALL: [Kind; 5] = [
         Kind::Healthy,
         Kind::LatencySpike,
         Kind::Outage,
@@ -55,7 +55,7 @@ impl Kind {
     ];
 
     /// The phase's name in the display and the report.
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Healthy => "healthy",
             Kind::LatencySpike => "latency spike",
@@ -66,7 +66,7 @@ impl Kind {
     }
 
     /// What happens and what to watch for.
-    pub fn story(self) -> &'static str {
+    pub(super) fn story(self) -> &'static str {
         match self {
             Kind::Healthy => "openai-primary answers everything; the gateway learns its latency",
             Kind::LatencySpike => {
@@ -94,7 +94,7 @@ impl Kind {
     }
 
     /// What the primary does during the phase.
-    pub fn primary_plan(self) -> FaultPlan {
+    pub(super) fn primary_plan(self) -> FaultPlan {
         let base = primary_base();
         match self {
             Kind::Healthy | Kind::Recovery => base,
@@ -120,7 +120,7 @@ impl Kind {
 
 /// A phase with its place in time, from the demo's start.
 #[derive(Debug, Clone, Copy)]
-pub struct Scheduled {
+pub(super) struct Scheduled {
     /// Which phase.
     pub kind: Kind,
     /// When it starts.
@@ -130,7 +130,7 @@ pub struct Scheduled {
 }
 
 /// The phases over `duration`, back to back.
-pub fn schedule(duration: Duration) -> Vec<Scheduled> {
+pub(super) fn schedule(duration: Duration) -> Vec<Scheduled> {
     let mut start = Duration::ZERO;
     let last = Kind::ALL.len() - 1;
     Kind::ALL
@@ -150,7 +150,7 @@ pub fn schedule(duration: Duration) -> Vec<Scheduled> {
 }
 
 /// The index of the phase running at `elapsed`; after the end, the number of phases.
-pub fn index_at(schedule: &[Scheduled], elapsed: Duration) -> usize {
+pub(super) fn index_at(schedule: &[Scheduled], elapsed: Duration) -> usize {
     schedule
         .iter()
         .position(|p| elapsed < p.end)

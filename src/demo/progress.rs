@@ -18,7 +18,7 @@ const YELLOW: &str = "\x1b[33m";
 
 /// Where progress goes and how.
 #[derive(Debug)]
-pub struct Progress {
+pub(super) struct Progress {
     tty: bool,
     /// A status line is on screen and will be redrawn.
     drawn: bool,
@@ -31,7 +31,7 @@ pub struct Progress {
 
 /// What the status line shows.
 #[derive(Debug)]
-pub struct Status<'a> {
+pub(super) struct Status<'a> {
     /// Since the demo's start.
     pub elapsed: Duration,
     /// The demo's length.
@@ -48,7 +48,7 @@ pub struct Status<'a> {
 
 impl Progress {
     /// A display for stdout; plain lines every `plain_every` when it is not a terminal.
-    pub fn new(plain_every: Duration) -> Progress {
+    pub(super) fn new(plain_every: Duration) -> Progress {
         let tty = std::io::stdout().is_terminal();
         Progress {
             tty,
@@ -73,7 +73,7 @@ impl Progress {
 
     /// Print a line above the status line.
     #[expect(clippy::print_stdout, reason = "the demo's display")]
-    pub fn line(&mut self, text: &str) {
+    pub(super) fn line(&mut self, text: &str) {
         if self.tty && self.drawn {
             print!("\r\x1b[2K");
         }
@@ -83,7 +83,7 @@ impl Progress {
     }
 
     /// A phase starts.
-    pub fn phase(&mut self, p: &Scheduled, total: Duration) {
+    pub(super) fn phase(&mut self, p: &Scheduled, total: Duration) {
         let head = format!(
             "[{:>5.1}s/{:.0}s] phase: {}",
             p.start.as_secs_f64(),
@@ -100,7 +100,7 @@ impl Progress {
     }
 
     /// Breaker transitions as they happen (failovers and hedges are counted in the status line).
-    pub fn events(&mut self, events: &[Event], start_ms: u64) {
+    pub(super) fn events(&mut self, events: &[Event], start_ms: u64) {
         for e in events.iter().filter(|e| e.kind == "breaker") {
             let at = e.time_ms.saturating_sub(start_ms) as f64 / 1000.0;
             let text = format!(
@@ -115,7 +115,7 @@ impl Progress {
 
     /// Redraw (terminal) or print when due (plain) the status line.
     #[expect(clippy::print_stdout, reason = "the demo's display")]
-    pub fn status(&mut self, s: &Status<'_>) {
+    pub(super) fn status(&mut self, s: &Status<'_>) {
         if !self.tty && s.elapsed < self.next_plain {
             return;
         }
@@ -182,7 +182,7 @@ impl Progress {
 
     /// Leave the status line on screen and move below it.
     #[expect(clippy::print_stdout, reason = "the demo's display")]
-    pub fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         if self.tty && self.drawn {
             println!();
             self.drawn = false;

@@ -10,7 +10,7 @@ use super::traffic::PhaseStats;
 
 /// Everything the report shows.
 #[derive(Debug)]
-pub struct Report<'a> {
+pub(super) struct Report<'a> {
     /// The phases that ran.
     pub schedule: &'a [Scheduled],
     /// Per phase, as the clients saw it (at least one per scheduled phase).
@@ -55,7 +55,7 @@ fn pct(part: u64, whole: u64) -> String {
 
 impl Report<'_> {
     /// The clients' numbers over every phase.
-    pub fn total(&self) -> PhaseStats {
+    pub(super) fn total(&self) -> PhaseStats {
         let mut total = PhaseStats::empty();
         for p in self.phases.iter().take(self.schedule.len()) {
             total.merge(p);
@@ -100,7 +100,7 @@ impl Report<'_> {
     }
 
     /// The report text.
-    pub fn render(&self) -> String {
+    pub(super) fn render(&self) -> String {
         let total = self.total();
         let tc = self.total_counters();
         let end = self.schedule.last().map_or(0.0, |p| p.end.as_secs_f64());

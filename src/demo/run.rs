@@ -100,7 +100,7 @@ fn totals(recorder: &Recorder) -> PhaseStats {
 }
 
 /// Run the demo in `dir`.
-pub async fn demo(args: DemoArgs, dir: DemoDir) -> Result<(), AppError> {
+pub(super) async fn demo(args: DemoArgs, dir: DemoDir) -> Result<(), AppError> {
     let mocks = Mocks::start().await?;
     let audit_db = dir.file("audit.db");
     for suffix in ["", "-wal", "-shm"] {

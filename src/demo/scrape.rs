@@ -10,7 +10,7 @@ use crate::metrics::names;
 
 /// The gateway counters the demo reports.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Counters {
+pub(super) struct Counters {
     /// Every move to another target.
     pub failovers: f64,
     /// Of those, moves straight past an open breaker (no attempt wasted).
@@ -25,7 +25,7 @@ pub struct Counters {
 
 impl Counters {
     /// Read them from Prometheus text.
-    pub fn parse(text: &str) -> Counters {
+    pub(super) fn parse(text: &str) -> Counters {
         let mut c = Counters::default();
         for (name, labels, value) in text.lines().filter_map(parse_line) {
             let label = |key: &str| {
@@ -58,12 +58,12 @@ impl Counters {
     }
 
     /// All breaker transitions.
-    pub fn transitions_total(&self) -> f64 {
+    pub(super) fn transitions_total(&self) -> f64 {
         self.transitions.values().sum()
     }
 
     /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &Counters) -> Counters {
+    pub(super) fn since(&self, earlier: &Counters) -> Counters {
         let mut transitions = self.transitions.clone();
         for (to, n) in &earlier.transitions {
             *transitions.entry(to.clone()).or_default() -= n;
@@ -118,7 +118,7 @@ fn parse_line(line: &str) -> Option<(&str, Labels, f64)> {
 
 /// One target in `/admin/status`, as far as the demo cares.
 #[derive(Debug, Clone, Deserialize)]
-pub struct TargetStatus {
+pub(super) struct TargetStatus {
     /// `provider/model`.
     pub target: String,
     /// Its breaker.
@@ -127,7 +127,7 @@ pub struct TargetStatus {
 
 /// A target's breaker in `/admin/status`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct BreakerStatus {
+pub(super) struct BreakerStatus {
     /// `closed`, `half_open` or `open`.
     pub state: String,
     /// Share of user traffic admitted (below 1 while ramping).
@@ -142,7 +142,7 @@ struct Status {
 
 /// One event from `/admin/events`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Event {
+pub(super) struct Event {
     /// Sequence number, for `?since=`.
     pub seq: u64,
     /// Unix milliseconds.
@@ -164,14 +164,14 @@ struct Events {
 
 /// An HTTP view of one gateway.
 #[derive(Debug, Clone)]
-pub struct Scraper {
+pub(super) struct Scraper {
     client: reqwest::Client,
     base: String,
 }
 
 impl Scraper {
     /// Watch the gateway at `base` (`http://127.0.0.1:PORT`).
-    pub fn new(base: &str) -> reqwest::Result<Scraper> {
+    pub(super) fn new(base: &str) -> reqwest::Result<Scraper> {
         let client = reqwest::Client::builder()
             .no_proxy()
             .timeout(std::time::Duration::from_secs(5))
@@ -183,7 +183,7 @@ impl Scraper {
     }
 
     /// The gateway's base URL.
-    pub fn base(&self) -> &str {
+    pub(super) fn base(&self) -> &str {
         &self.base
     }
 
@@ -198,7 +198,7 @@ impl Scraper {
     }
 
     /// The counters now (zeros if the gateway did not answer).
-    pub async fn counters(&self) -> Counters {
+    pub(super) async fn counters(&self) -> Counters {
         match self.get("/metrics").await {
             Some(b) => Counters::parse(&String::from_utf8_lossy(&b)),
             None => Counters::default(),
@@ -206,7 +206,7 @@ impl Scraper {
     }
 
     /// Breaker states now (empty if the gateway did not answer).
-    pub async fn targets(&self) -> Vec<TargetStatus> {
+    pub(super) async fn targets(&self) -> Vec<TargetStatus> {
         self.get("/admin/status")
             .await
             .and_then(|b| serde_json::from_slice::<Status>(&b).ok())
@@ -215,7 +215,7 @@ impl Scraper {
     }
 
     /// Events after `since`.
-    pub async fn events(&self, since: u64) -> Vec<Event> {
+    pub(super) async fn events(&self, since: u64) -> Vec<Event> {
         self.get(&format!("/admin/events?since={since}&limit=500"))
             .await
             .and_then(|b| serde_json::from_slice::<Events>(&b).ok())

@@ -11,19 +11,19 @@ use super::phases;
 use crate::mock::{FaultPlan, MockServer};
 
 /// The primary provider's name (an OpenAI account).
-pub const PRIMARY: &str = "openai-primary";
+pub(super) const PRIMARY: &str = "openai-primary";
 /// The backup provider's name (an Azure OpenAI deployment).
-pub const BACKUP: &str = "azure-backup";
+pub(super) const BACKUP: &str = "azure-backup";
 /// The route of ordinary turns.
-pub const CHAT_ROUTE: &str = "gpt-4o";
+pub(super) const CHAT_ROUTE: &str = "gpt-4o";
 /// The route of planning turns, where the model must pick a tool.
-pub const TOOLS_ROUTE: &str = "gpt-4o-tools";
+pub(super) const TOOLS_ROUTE: &str = "gpt-4o-tools";
 /// The primary's model (and its tool-calling sibling), the backup's deployments.
 const PRIMARY_MODELS: [&str; 2] = ["gpt-4o", "gpt-4o-tools"];
 const BACKUP_DEPLOYMENTS: [&str; 2] = ["gpt-4o-prod", "gpt-4o-tools-prod"];
 
 /// The two mock providers.
-pub struct Mocks {
+pub(super) struct Mocks {
     /// `openai-primary`, OpenAI wire format.
     pub primary: MockServer,
     /// `azure-backup`, Azure OpenAI wire format.
@@ -32,7 +32,7 @@ pub struct Mocks {
 
 impl Mocks {
     /// Start both, healthy.
-    pub async fn start() -> std::io::Result<Mocks> {
+    pub(super) async fn start() -> std::io::Result<Mocks> {
         let mocks = Mocks {
             primary: MockServer::spawn(PRIMARY).await?,
             backup: MockServer::spawn(BACKUP).await?,
@@ -43,12 +43,12 @@ impl Mocks {
     }
 
     /// What the primary does from now on (both of its models).
-    pub fn set_primary(&self, plan: FaultPlan) {
+    pub(super) fn set_primary(&self, plan: FaultPlan) {
         apply(&self.primary, PRIMARY_MODELS[1], plan);
     }
 
     /// Stop both.
-    pub async fn shutdown(self) {
+    pub(super) async fn shutdown(self) {
         self.primary.shutdown().await;
         self.backup.shutdown().await;
     }
@@ -75,7 +75,7 @@ fn scaled(d: Duration, scale: f64, floor: Duration) -> String {
 /// The demo's config. Breaker timings are the contract's defaults shrunk to the demo's length
 /// (a 60 s demo holds a tripped target 4 s, probes every 1.5 s, ramps over 5 s); the retry
 /// budget is roomier than the default so that the scripted outage never spends it.
-pub fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) -> String {
+pub(super) fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) -> String {
     let s = duration.as_secs_f64() / 60.0;
     let ms = Duration::from_millis;
     let window = scaled(Duration::from_secs(20), s, ms(2000));
@@ -152,7 +152,7 @@ store = "sqlite://{audit}"
 
 /// The gateway's listener: 127.0.0.1:8080 when the demo stays up afterwards and that port is
 /// free (the address people expect), else any free port.
-pub async fn listener(keep_running: bool) -> std::io::Result<TcpListener> {
+pub(super) async fn listener(keep_running: bool) -> std::io::Result<TcpListener> {
     if keep_running {
         if let Ok(l) = TcpListener::bind(("127.0.0.1", 8080)).await {
             return Ok(l);

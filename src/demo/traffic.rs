@@ -18,7 +18,7 @@ const MAX_IN_FLIGHT_PER_RPS: usize = 20;
 
 /// What the clients saw during one phase.
 #[derive(Debug, Clone)]
-pub struct PhaseStats {
+pub(super) struct PhaseStats {
     /// Requests sent.
     pub requests: u64,
     /// Of those, answered in full and correctly.
@@ -74,7 +74,7 @@ impl PhaseStats {
     }
 
     /// Merge another phase's numbers (for the totals).
-    pub fn merge(&mut self, other: &PhaseStats) {
+    pub(super) fn merge(&mut self, other: &PhaseStats) {
         self.requests += other.requests;
         self.ok += other.ok;
         self.on_primary += other.on_primary;
@@ -93,7 +93,7 @@ impl PhaseStats {
     }
 
     /// An empty set of numbers.
-    pub fn empty() -> PhaseStats {
+    pub(super) fn empty() -> PhaseStats {
         PhaseStats::new()
     }
 }
@@ -109,13 +109,13 @@ fn latency_histogram() -> Histogram<u64> {
 
 /// Outcomes by phase; the slot after the last phase collects `--keep-running` traffic.
 #[derive(Debug)]
-pub struct Recorder {
+pub(super) struct Recorder {
     phases: Mutex<Vec<PhaseStats>>,
 }
 
 impl Recorder {
     /// Room for `phases` phases and the time after them.
-    pub fn new(phases: usize) -> Arc<Recorder> {
+    pub(super) fn new(phases: usize) -> Arc<Recorder> {
         Arc::new(Recorder {
             phases: Mutex::new((0..=phases).map(|_| PhaseStats::new()).collect()),
         })
@@ -130,7 +130,7 @@ impl Recorder {
     }
 
     /// A copy of every phase's numbers.
-    pub fn snapshot(&self) -> Vec<PhaseStats> {
+    pub(super) fn snapshot(&self) -> Vec<PhaseStats> {
         self.phases
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -139,7 +139,7 @@ impl Recorder {
 }
 
 /// A running load generator.
-pub struct Traffic {
+pub(super) struct Traffic {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -147,7 +147,7 @@ pub struct Traffic {
 impl Traffic {
     /// Send `rps` requests a second to the gateway at `base`; `phase` tells which phase a
     /// request started in.
-    pub fn start(
+    pub(super) fn start(
         base: String,
         rps: u32,
         recorder: Arc<Recorder>,
@@ -163,7 +163,7 @@ impl Traffic {
     }
 
     /// Stop sending and wait (at most `grace`) for the requests in flight.
-    pub async fn stop(self, grace: Duration) {
+    pub(super) async fn stop(self, grace: Duration) {
         let _ = self.stop.send(true);
         let mut task = self.task;
         if tokio::time::timeout(grace, &mut task).await.is_err() {

@@ -6,7 +6,7 @@ use http::{HeaderName, HeaderValue};
 use crate::config::ProviderConfig;
 
 /// The Messages API version we speak.
-pub const VERSION: &str = "2023-06-01";
+pub(super) const VERSION: &str = "2023-06-01";
 
 pub(super) fn chat_url(config: &ProviderConfig) -> String {
     // The SDK's base URL has no `/v1`; accept one written with it too.

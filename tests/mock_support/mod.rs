@@ -1,5 +1,5 @@
 //! Helpers shared by the mock's black-box tests (tests/mock.rs, tests/mock_control.rs).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 

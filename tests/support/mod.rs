@@ -1,5 +1,11 @@
 //! Shared test harness: a gateway and mock providers on 127.0.0.1:0, in this process.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 pub mod audit;
 

@@ -38,16 +38,6 @@ pub use response::{parse_response, write_response};
 pub use stream::{Decoder, Encoder};
 pub use write::write_request;
 
-/// The request path for `model`, relative to the API root (`https://generativelanguage.googleapis.com`):
-/// `/v1beta/models/{model}:generateContent`, or `:streamGenerateContent?alt=sse` for a stream.
-pub fn path(model: &str, stream: bool) -> String {
-    if stream {
-        format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
-    } else {
-        format!("/v1beta/models/{model}:generateContent")
-    }
-}
-
 /// Parses a generateContent request body (the model is not in it).
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest, TranslateError> {
     let Fields(fields) = raw::fields(body)?;

@@ -32,22 +32,6 @@ pub use response::{parse_error, parse_response, write_error, write_response};
 pub use stream::Decoder;
 pub use write::write_request;
 
-/// Whether an OpenAI client asked for the usage chunk (`stream_options.include_usage`), read
-/// from the request's unmodelled fields: what to pass to [`Encoder::new`].
-pub fn wants_usage(req: &ChatRequest) -> bool {
-    #[derive(Deserialize)]
-    struct StreamOptions {
-        #[serde(default)]
-        include_usage: bool,
-    }
-    req.extra
-        .for_dialect(Dialect::OpenAi)
-        .iter()
-        .find(|(key, _)| key == "stream_options")
-        .and_then(|(_, raw)| serde_json::from_str::<StreamOptions>(raw.get()).ok())
-        .is_some_and(|options| options.include_usage)
-}
-
 /// Parses a Chat Completions request body.
 pub fn parse_request(body: &[u8]) -> Result<ChatRequest, TranslateError> {
     let Fields(fields) = raw::fields(body)?;
@@ -340,10 +324,8 @@ mod tests {
         );
         let out = String::from_utf8(write_request(&req, "gpt-4o").unwrap()).unwrap();
         assert!(out.contains(r#""max_tokens":50"#), "{out}");
-        assert!(!wants_usage(&req));
         let asks = br#"{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true},"tool_choice":{"type":"allowed_tools"}}"#;
         let asks = parse_request(asks).unwrap();
-        assert!(wants_usage(&asks));
         assert_eq!(asks.tool_choice, Some(ToolChoice::Auto));
     }
 

@@ -25,7 +25,7 @@ pub(super) struct Section<'a, 'r, S> {
 }
 
 impl<'r, S> Section<'_, 'r, S> {
-    pub fn key<V: ?Sized>(
+    pub(super) fn key<V: ?Sized>(
         &self,
         key: &str,
         field: impl Fn(&'r S) -> Option<&'r V>,
@@ -51,7 +51,11 @@ impl<'r, S> Section<'_, 'r, S> {
 
     /// Whether a rule between two keys is checked here: with `[defaults]` present, a pair that
     /// the route does not set was already checked (and reported) for `[defaults]` itself.
-    pub fn checks<A: ?Sized, B: ?Sized>(&self, a: &Picked<'_, A>, b: &Picked<'_, B>) -> bool {
+    pub(super) fn checks<A: ?Sized, B: ?Sized>(
+        &self,
+        a: &Picked<'_, A>,
+        b: &Picked<'_, B>,
+    ) -> bool {
         self.layers.len() == 1 || a.own || b.own
     }
 }

@@ -26,7 +26,7 @@ pub(super) struct Layer<'r> {
 
 impl<'r> Layer<'r> {
     /// A route's own sections; `prefix` is its path, `routes[i]`.
-    pub fn route(prefix: &str, r: &'r RawRoute) -> Self {
+    pub(super) fn route(prefix: &str, r: &'r RawRoute) -> Self {
         Layer {
             prefix: prefix.to_owned(),
             failover: r.failover.as_ref(),
@@ -38,7 +38,7 @@ impl<'r> Layer<'r> {
     }
 
     /// The `[defaults]` table.
-    pub fn defaults(d: &'r RawDefaults) -> Self {
+    pub(super) fn defaults(d: &'r RawDefaults) -> Self {
         Layer {
             prefix: "defaults".to_owned(),
             failover: d.failover.as_ref(),

@@ -31,7 +31,7 @@ pub(super) struct Providers {
 
 impl Providers {
     /// Valid names in file order, for hints.
-    pub fn names(&self) -> Vec<&str> {
+    pub(super) fn names(&self) -> Vec<&str> {
         self.list
             .iter()
             .map(|p| p.name.as_str())
