@@ -9,6 +9,7 @@ pub mod chat_request;
 mod dashboard;
 pub mod error;
 mod openai;
+pub mod readiness;
 pub mod request_id;
 mod respond;
 pub mod sse;
@@ -22,6 +23,7 @@ use axum::Router;
 use crate::audit::Audit;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
+use readiness::Readiness;
 
 /// What every handler can reach. Cloned for every request (axum's `State`), so it is one
 /// reference count: cloning the parts would touch one count each, on cache lines every
@@ -66,6 +68,9 @@ pub struct StateParts {
     pub max_body: usize,
     /// The link to the other replicas, with `[cluster]`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Starting, ready or draining: what `/readyz` answers. Set by `app::serve` and
+    /// `app::Server::run`.
+    pub readiness: Readiness,
 }
 
 /// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`
@@ -98,7 +103,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ready" }))
+        .route("/readyz", get(readiness::readyz))
         .route("/metrics", get(admin::metrics))
         .route("/admin/status", get(admin::status))
         .route("/admin/events", get(admin::events))
