@@ -11,6 +11,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
+use crate::api::readiness::Readiness;
 use crate::api::{router, AppState, StateParts};
 use crate::audit::redact::Redactor;
 use crate::audit::Audit;
@@ -52,6 +53,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,
+        readiness: Readiness::new(),
     }))
 }
 
@@ -59,16 +61,28 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
 /// on the runtime it is called from (tests, the demo; `serve` uses [`Server`]). The health
 /// prober runs alongside and stops with it. The audit writer (unless `state` already has one)
 /// starts here, once: a reload does not restart it; it is flushed after the last request
-/// drained.
+/// drained. `state.readiness` is ready once the background runs and the listener serves, and
+/// draining from the moment `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     mut state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), AppError> {
     let background = Background::start(&mut state).await?;
+    let readiness = state.readiness.clone();
+    let shutdown = draining(readiness.clone(), shutdown);
+    // The listener is bound: what connects now is served as soon as the accept loop runs.
+    readiness.set_ready();
     let result = serve_on(listener, router(state), shutdown).await;
     background.stop().await;
     result
+}
+
+/// `shutdown`, marking the gateway draining the moment it resolves (before in-flight requests
+/// drain).
+async fn draining(readiness: Readiness, shutdown: impl Future<Output = ()>) {
+    shutdown.await;
+    readiness.set_draining();
 }
 
 /// One listener's accept loop and connections, drained when `shutdown` resolves.
@@ -197,7 +211,9 @@ impl Server {
     }
 
     /// Serve until `shutdown` resolves (or a server thread fails), then drain every thread's
-    /// in-flight requests and streams, and flush the audit log.
+    /// in-flight requests and streams, and flush the audit log. `state.readiness` is ready once
+    /// the background runs and every server thread was spawned, and draining from the moment
+    /// `shutdown` resolves (or a thread fails).
     ///
     /// What runs beside the server (audit writer, prober, cluster sync) runs on thread 0's
     /// runtime: the audit writer's work then shares a thread with requests instead of adding
@@ -211,6 +227,7 @@ impl Server {
         let stopped = move |mut stopping: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stopping.wait_for(|stop| *stop).await;
         };
+        let readiness = state.readiness.clone();
         let mut listeners = self.listeners.into_iter();
         let Some(first) = listeners.next() else {
             return Err(std::io::Error::other("no listener").into());
@@ -247,6 +264,7 @@ impl Server {
                 .and_then(Result::err)
                 .unwrap_or_else(|| std::io::Error::other("server thread 0 stopped").into()));
         };
+        let mut all_spawned = true;
         for (i, listener) in listeners.enumerate() {
             let (app, stop_i) = (app.clone(), stopped(stopping.clone()));
             let spawned = spawn_thread(i + 1, move || async move {
@@ -257,9 +275,13 @@ impl Server {
                 Err(e) => {
                     tracing::error!(error = %e, "could not start a server thread");
                     let _ = stop.send(true);
+                    all_spawned = false;
                     break;
                 }
             }
+        }
+        if all_spawned {
+            readiness.set_ready();
         }
         // Until the signal, or until a thread ends on its own (an error).
         let early = {
@@ -269,6 +291,7 @@ impl Server {
                 (_, index, _) = first_done => Some(index),
             }
         };
+        readiness.set_draining();
         let _ = stop.send(true);
         let mut result = Ok(());
         if let Some(index) = early {

@@ -244,3 +244,31 @@ async fn a_continuation_passes_over_a_target_whose_retry_budget_is_spent() {
     assert_eq!(m[1].stats().requests, 1, "not asked to continue");
     assert_eq!(last_message(&m[2])["content"], "alpha-1 bravo-2 charlie-3");
 }
+
+/// The continuation picks its target by the first attempt's rules: a target parked by a 429's
+/// `Retry-After` is passed over, not asked again. The first target is parked, the stream fails
+/// over to the second, which is cut mid-answer; the third continues it.
+#[tokio::test]
+async fn a_continuation_never_asks_a_target_parked_by_retry_after() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&config(&m, "mid_stream = \"continue\"")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(429),
+        retry_after: Some(60),
+        ..Default::default()
+    });
+    m[1].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    let events = stream(&gw).await;
+    assert_whole(&events);
+    assert_eq!(m[1].stats().requests, 1);
+    assert_eq!(m[2].stats().requests, 1, "the third target continues");
+    assert_eq!(last_message(&m[2])["content"], "alpha-1 bravo-2 charlie-3");
+    assert_eq!(
+        m[0].stats().requests,
+        1,
+        "parked by its Retry-After: not asked to continue"
+    );
+}

@@ -8,6 +8,7 @@ pub mod auth;
 mod dashboard;
 pub mod error;
 mod openai;
+pub mod readiness;
 mod respond;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use axum::Router;
 use crate::audit::Audit;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
+use readiness::Readiness;
 
 /// What every handler can reach. Cloned for every request (axum's `State`), so it is one
 /// reference count: cloning the parts would touch one count each, on cache lines every
@@ -63,6 +65,9 @@ pub struct StateParts {
     pub max_body: usize,
     /// The link to the other replicas, with `[cluster]`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Starting, ready or draining: what `/readyz` answers. Set by `app::serve` and
+    /// `app::Server::run`.
+    pub readiness: Readiness,
 }
 
 /// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`
@@ -95,7 +100,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ready" }))
+        .route("/readyz", get(readiness::readyz))
         .route("/metrics", get(admin::metrics))
         .route("/admin/status", get(admin::status))
         .route("/admin/events", get(admin::events))

@@ -77,6 +77,8 @@ struct Rejection {
     kind: String,
     message: String,
     retry_after: Option<u64>,
+    /// The plan's `error_body`, sent instead of the envelope.
+    body: Option<Box<str>>,
 }
 
 impl Rejection {
@@ -86,6 +88,7 @@ impl Rejection {
             kind: kind.to_owned(),
             message: message.into(),
             retry_after: None,
+            body: None,
         }
     }
 
@@ -94,7 +97,7 @@ impl Rejection {
     }
 
     /// The error a plan injects: its status, Anthropic's type for it (or `error_code`) and
-    /// `Retry-After`.
+    /// `Retry-After`, or its `error_body` as it is.
     fn injected(plan: &FaultPlan) -> Self {
         let status = plan.injected_status();
         let kind = match status.as_u16() {
@@ -111,6 +114,7 @@ impl Rejection {
         Rejection {
             kind: plan.error_code.clone().unwrap_or_else(|| kind.to_owned()),
             retry_after: plan.retry_after,
+            body: plan.error_body.as_deref().map(Box::from),
             ..Rejection::new(
                 status,
                 kind,
@@ -122,6 +126,9 @@ impl Rejection {
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
+        if let Some(body) = self.body {
+            return super::raw_error(self.status, body.into(), self.retry_after);
+        }
         let body = json!({
             "type": "error",
             "error": {"type": self.kind, "message": self.message},
@@ -273,5 +280,14 @@ mod tests {
             ..FaultPlan::default()
         };
         assert_eq!(Rejection::injected(&custom).kind, "refusal");
+        let raw = FaultPlan {
+            status: Some(400),
+            error_body: Some("prompt too long".into()),
+            ..FaultPlan::default()
+        };
+        assert_eq!(
+            Rejection::injected(&raw).body.as_deref(),
+            Some("prompt too long")
+        );
     }
 }

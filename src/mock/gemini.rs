@@ -108,6 +108,8 @@ struct Rejection {
     message: String,
     reason: Option<&'static str>,
     retry_after: Option<u64>,
+    /// The plan's `error_body`, sent instead of the envelope.
+    body: Option<Box<str>>,
 }
 
 impl Rejection {
@@ -118,6 +120,7 @@ impl Rejection {
             message: message.into(),
             reason: None,
             retry_after: None,
+            body: None,
         }
     }
 
@@ -125,7 +128,8 @@ impl Rejection {
         Rejection::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message)
     }
 
-    /// The error a plan injects: its status with Gemini's word for it (or `error_code`).
+    /// The error a plan injects: its status with Gemini's word for it (or `error_code`), or its
+    /// `error_body` as it is.
     fn injected(plan: &FaultPlan) -> Self {
         let status = plan.injected_status();
         let word = match status.as_u16() {
@@ -143,6 +147,7 @@ impl Rejection {
         Rejection {
             word: plan.error_code.clone().unwrap_or_else(|| word.to_owned()),
             retry_after: plan.retry_after,
+            body: plan.error_body.as_deref().map(Box::from),
             ..Rejection::new(
                 status,
                 word,
@@ -154,6 +159,9 @@ impl Rejection {
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
+        if let Some(body) = self.body {
+            return super::raw_error(self.status, body.into(), self.retry_after);
+        }
         let mut error = json!({
             "code": self.status.as_u16(),
             "message": self.message,
@@ -323,5 +331,11 @@ mod tests {
             ..FaultPlan::default()
         };
         assert_eq!(Rejection::injected(&plan).word, "UNAVAILABLE");
+        let raw = FaultPlan {
+            status: Some(400),
+            error_body: Some("{}".into()),
+            ..FaultPlan::default()
+        };
+        assert_eq!(Rejection::injected(&raw).body.as_deref(), Some("{}"));
     }
 }

@@ -151,3 +151,27 @@ fn whole(
     );
     response
 }
+
+/// An error answer whose body is given as it is (a plan's `error_body`), in any dialect: JSON
+/// when it parses as JSON, else plain text, with `Retry-After` when there is one.
+fn raw_error(status: StatusCode, body: String, retry_after: Option<u64>) -> Response {
+    use axum::http::{header, HeaderValue};
+    use axum::response::IntoResponse;
+    let kind = if serde_json::from_str::<serde::de::IgnoredAny>(&body).is_ok() {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(kind))],
+        body,
+    )
+        .into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}

@@ -29,6 +29,10 @@ pub struct FaultPlan {
     pub error_code: Option<String>,
     /// Seconds sent as `Retry-After` with the injected error.
     pub retry_after: Option<u64>,
+    /// The body of the injected error, sent as it is instead of the dialect's error envelope
+    /// (`error_code` is then unused): another server's shape, such as vLLM's or llama.cpp's.
+    /// Sent as `application/json` when it is JSON, else as `text/plain`.
+    pub error_body: Option<String>,
     /// Delay before the response headers, for every request.
     pub latency_ms: u64,
     /// Probability in `[0, 1]` that `tail_ms` is added to the delay: a heavy latency tail.
@@ -85,6 +89,7 @@ impl Default for FaultPlan {
             error_rate: 1.0,
             error_code: None,
             retry_after: None,
+            error_body: None,
             latency_ms: 0,
             tail_rate: 0.0,
             tail_ms: 0,
@@ -126,7 +131,8 @@ impl FaultPlan {
             .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR)
     }
 
-    /// Checks what serde cannot: a real HTTP status and probabilities in `[0, 1]`.
+    /// Checks what serde cannot: a real HTTP status, probabilities in `[0, 1]`, and an
+    /// `error_body` only with a `status` to send it with.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(status) = self.status {
             if !(100..=999).contains(&status) {
@@ -134,6 +140,9 @@ impl FaultPlan {
                     "status: {status} is not an HTTP status (100..=999)"
                 ));
             }
+        }
+        if self.error_body.is_some() && self.status.is_none() {
+            return Err("error_body: needs a status to be sent with".to_owned());
         }
         for (key, rate) in [
             ("error_rate", self.error_rate),
@@ -212,6 +221,11 @@ mod tests {
             ..FaultPlan::default()
         };
         assert!(bad_rate.validate().unwrap_err().contains("error_rate"));
+        let body_alone = FaultPlan {
+            error_body: Some("{}".into()),
+            ..FaultPlan::default()
+        };
+        assert!(body_alone.validate().unwrap_err().contains("error_body"));
     }
 
     #[test]

@@ -37,15 +37,13 @@ impl Gateway {
     }
 
     async fn launch(toml: &str, workers: Option<usize>) -> Gateway {
-        let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
-        let toml = &if toml.contains("[audit]") {
-            toml.to_owned()
-        } else {
-            format!("{toml}\n[audit]\nstore = \"off\"\n")
-        };
-        let config = Config::from_toml(toml, &env)
-            .unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
-        let state = switchyard::app::build_state(config).unwrap();
+        Self::serve(build(toml), workers).await
+    }
+
+    /// Serve a state built by [`build`] (a clone of it stays with the caller: its readiness,
+    /// routing and metrics are the gateway's), on the test's runtime (`workers: None`) or by
+    /// `workers` threads of their own.
+    pub async fn serve(state: switchyard::api::AppState, workers: Option<usize>) -> Gateway {
         let (stop, stopped) = oneshot::channel::<()>();
         let stopped = async {
             let _ = stopped.await;
@@ -93,13 +91,52 @@ impl Gateway {
         req.send().await.unwrap()
     }
 
-    /// Stop and wait for in-flight requests to drain.
-    pub async fn stop(mut self) {
+    /// Send the shutdown signal and return at once: in-flight requests drain on.
+    pub fn signal_stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Stop and wait for in-flight requests to drain.
+    pub async fn stop(mut self) {
+        self.signal_stop();
         let _ = (&mut self.task).await;
     }
+}
+
+/// The gateway's state for this config text, not served yet (env: only
+/// `TEST_KEY=sk-test-secret`). Without an `[audit]` table the audit log is off (its default
+/// would write a file in the crate).
+pub fn build(toml: &str) -> switchyard::api::AppState {
+    let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
+    let toml = &if toml.contains("[audit]") {
+        toml.to_owned()
+    } else {
+        format!("{toml}\n[audit]\nstore = \"off\"\n")
+    };
+    let config =
+        Config::from_toml(toml, &env).unwrap_or_else(|e| panic!("bad test config: {e}\n{toml}"));
+    switchyard::app::build_state(config).unwrap()
+}
+
+/// A GET of `path` from the router over `state`, in this process (no listener, no server):
+/// the status and the body's text.
+pub async fn get_in_process(state: &switchyard::api::AppState, path: &str) -> (u16, String) {
+    use tower_service::Service;
+    let mut app = switchyard::api::router(state.clone());
+    let request = http::Request::get(path)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    std::future::poll_fn(|cx| Service::<http::Request<axum::body::Body>>::poll_ready(&mut app, cx))
+        .await
+        .unwrap();
+    let response = app.call(request).await.unwrap();
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
 }
 
 pub fn client() -> reqwest::Client {

@@ -16,10 +16,13 @@ pub(super) struct Rejection {
     code: Option<String>,
     param: Option<&'static str>,
     retry_after: Option<u64>,
+    /// The plan's `error_body`, sent instead of the envelope.
+    body: Option<Box<str>>,
 }
 
 impl Rejection {
-    /// The error a plan injects: its `status`, `error_code` and `retry_after`.
+    /// The error a plan injects: its `status`, `error_code` and `retry_after`, or its
+    /// `error_body` as it is.
     pub(super) fn injected(plan: &FaultPlan) -> Self {
         let status = plan.injected_status();
         let kind = match status.as_u16() {
@@ -37,6 +40,7 @@ impl Rejection {
             code: plan.error_code.clone().or(default_code),
             param: None,
             retry_after: plan.retry_after,
+            body: plan.error_body.as_deref().map(Box::from),
         }
     }
 
@@ -53,6 +57,7 @@ impl Rejection {
             code: code.map(str::to_owned),
             param,
             retry_after: None,
+            body: None,
         }
     }
 
@@ -86,6 +91,9 @@ impl Rejection {
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
+        if let Some(body) = self.body {
+            return crate::mock::raw_error(self.status, body.into(), self.retry_after);
+        }
         let mut response = error(
             self.status,
             &self.message,
@@ -145,6 +153,33 @@ mod tests {
         };
         assert_eq!(Rejection::injected(&server).kind, "server_error");
         assert_eq!(Rejection::injected(&server).code, None);
+    }
+
+    #[tokio::test]
+    async fn an_injected_error_body_is_sent_as_it_is() {
+        let vllm = r#"{"object":"error","message":"This model's maximum context length is 4096 tokens.","type":"BadRequestError","param":null,"code":400}"#;
+        let plan = FaultPlan {
+            status: Some(400),
+            error_body: Some(vllm.to_owned()),
+            retry_after: Some(3),
+            ..FaultPlan::default()
+        };
+        let response = Rejection::injected(&plan).into_response();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        assert_eq!(response.headers()[header::RETRY_AFTER], "3");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await;
+        assert_eq!(body.ok().as_deref(), Some(vllm.as_bytes()));
+        let html = FaultPlan {
+            status: Some(502),
+            error_body: Some("<html>Bad Gateway</html>".to_owned()),
+            ..FaultPlan::default()
+        };
+        let response = Rejection::injected(&html).into_response();
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        assert!(response.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .is_ok_and(|v| v.starts_with("text/plain")));
     }
 
     #[test]
