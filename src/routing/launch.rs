@@ -101,7 +101,7 @@ pub(super) fn launch<'a>(
         } else {
             let result = call_full(target, body, attempt_deadline, false).await;
             if result.is_ok() {
-                // A stream's attempt is judged when it ends (see `stream::relay`).
+                // A stream's attempt is judged when it ends (see `relay`).
                 let now = Instant::now();
                 target.health.attempt(now, Verdict::Ok, now - start);
             }
