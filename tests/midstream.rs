@@ -272,3 +272,31 @@ async fn a_continuation_never_asks_a_target_parked_by_retry_after() {
         "parked by its Retry-After: not asked to continue"
     );
 }
+
+/// A target that answers a continuation with a 429's `Retry-After` is parked, as after any
+/// attempt, so the next requests go elsewhere meanwhile.
+#[tokio::test]
+async fn a_continuation_answered_with_retry_after_parks_its_target() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&config(&m, "mid_stream = \"continue\"")).await;
+    m[0].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    m[1].set_plan(FaultPlan {
+        status: Some(429),
+        retry_after: Some(60),
+        ..Default::default()
+    });
+    let events = stream(&gw).await;
+    assert_whole(&events);
+    assert_eq!(m[1].stats().requests, 1);
+    assert_eq!(last_message(&m[2])["content"], "alpha-1 bravo-2 charlie-3");
+    let status = status(&gw).await;
+    let parked = |i: usize| status["targets"][i]["parked_ms"].clone();
+    assert!(
+        parked(1).as_f64().is_some_and(|ms| ms > 50_000.0),
+        "{status}"
+    );
+    assert!(parked(2).is_null(), "{status}");
+}

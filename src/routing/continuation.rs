@@ -15,10 +15,11 @@ use tokio::time::Instant;
 
 use super::attempt::{call_stream, Committed};
 use super::body::fitted_body;
-use super::classify::AttemptError;
+use super::classify::{AttemptError, NextStep};
 use super::path::{Attempt, AttemptOutcome};
 use super::pick::{pick_target, Cursor, Pick};
 use super::Route;
+use crate::canonical::ErrorClass;
 use crate::wire::sse::encode_data;
 use crate::wire::transcode::Canonical;
 use crate::wire::ChatRequest;
@@ -140,8 +141,10 @@ impl Continuation {
                             start,
                         });
                     }
-                    Err(AttemptError::Status { status, .. })
-                        if prefill && status.as_u16() == 400 =>
+                    Err(AttemptError::Status { status, class, .. })
+                        if prefill
+                            && status.as_u16() == 400
+                            && class != ErrorClass::ContextLength =>
                     {
                         tracing::info!(target = %target.id(), "prefill rejected; restarting the answer instead");
                         failed.push(Attempt {
@@ -155,9 +158,12 @@ impl Continuation {
                         prefill = false;
                     }
                     Err(e) => {
-                        target
-                            .health
-                            .attempt(Instant::now(), e.verdict(), start.elapsed());
+                        let now = Instant::now();
+                        target.health.attempt(now, e.verdict(), start.elapsed());
+                        if let NextStep::RetryAfter(wait) = e.next_step(policy) {
+                            // As after any attempt: the next request goes elsewhere meanwhile.
+                            target.park(now, wait);
+                        }
                         failed.push(Attempt {
                             target: target.clone(),
                             start: start - request_start,
