@@ -1,7 +1,9 @@
-//! `POST /v1/messages`: the Anthropic Messages API, so Anthropic SDK clients get the same
-//! failover. The body is read into the canonical model and carried as OpenAI inside; any target
-//! kind may serve it, and the answer (whole, streamed or an error) is written back in the
-//! Anthropic shape.
+//! `POST /v1/messages`: the Anthropic Messages API, so Anthropic SDK clients (and Claude Code)
+//! get the same failover. An Anthropic target gets the client's body, `anthropic-beta` /
+//! `anthropic-version` headers and query as they came (only `model` rewritten), and its answer
+//! is passed back as it came. For other targets the body is read into the canonical model and
+//! carried as OpenAI inside, and the answer (whole, streamed or an error) is written back in
+//! the Anthropic shape.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -17,7 +19,7 @@ use super::AppState;
 use crate::canonical::{self, Dialect};
 use crate::request_id;
 use crate::wire::transcode::Canonical;
-use crate::wire::ChatRequest;
+use crate::wire::{ChatRequest, ClientWire};
 
 /// `POST /v1/messages`.
 pub(super) async fn messages(
@@ -27,7 +29,8 @@ pub(super) async fn messages(
     let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();
-    let resp = match serve(&state, &parts.headers, body, &id, started).await {
+    let query = parts.uri.query();
+    let resp = match serve(&state, &parts.headers, query, body, &id, started).await {
         Ok(resp) => resp,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
@@ -40,6 +43,7 @@ pub(super) async fn messages(
 async fn serve(
     state: &AppState,
     h: &HeaderMap,
+    query: Option<&str>,
     body: Body,
     id: &str,
     started: Instant,
@@ -53,13 +57,9 @@ async fn serve(
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     // Anthropic streams always report usage.
     chat.client_wants_usage = true;
-    Ok(respond(
-        state,
-        edge,
-        id,
-        Dialect::Anthropic,
-        chat,
-        Canonical::known(canon),
-    )
-    .await)
+    // Anthropic targets get the client's bytes, headers and query as they came.
+    let client =
+        ClientWire::native(Dialect::Anthropic, edge.body.clone(), h, query).unwrap_or_default();
+    let canonical = Canonical::known(canon);
+    Ok(respond(state, edge, id, Dialect::Anthropic, chat, canonical, client).await)
 }

@@ -13,7 +13,7 @@ use super::AppState;
 use crate::canonical::Dialect;
 use crate::request_id;
 use crate::wire::transcode::Canonical;
-use crate::wire::ChatRequest;
+use crate::wire::{ChatRequest, ClientWire};
 
 /// `POST /v1/chat/completions`.
 pub(super) async fn chat_completions(
@@ -44,7 +44,9 @@ async fn serve_chat(
     let edge = Edge::open(state, h, body, started).await?;
     let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    Ok(respond(state, edge, id, Dialect::OpenAi, chat, Canonical::default()).await)
+    let client = ClientWire::openai(h);
+    let canonical = Canonical::default();
+    Ok(respond(state, edge, id, Dialect::OpenAi, chat, canonical, client).await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`

@@ -15,12 +15,12 @@ use super::audited::{self, AuditedStream};
 use super::error::ApiError;
 use super::{headers, AppState};
 use crate::audit::millis;
-use crate::canonical::{self, Dialect};
+use crate::canonical::Dialect;
 use crate::config::parse_duration;
 use crate::routing::dispatch::dispatch;
 use crate::routing::request::{Answer, Request};
 use crate::wire::transcode::{self, Canonical};
-use crate::wire::ChatRequest;
+use crate::wire::{ChatRequest, ClientWire};
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
@@ -137,23 +137,26 @@ fn json_response(status: StatusCode, body: Bytes) -> Response {
     r
 }
 
-/// A whole OpenAI answer in the client's dialect.
-fn full_body(dialect: Dialect, body: Bytes) -> Bytes {
-    if dialect == Dialect::OpenAi {
+/// A whole answer of dialect `from` (the inner one, or the client's own) in the client's.
+fn full_body(dialect: Dialect, body: Bytes, from: Dialect) -> Bytes {
+    if dialect == from {
         return body;
     }
-    match canonical::openai::parse_response(&body).and_then(|r| dialect.write_response(&r)) {
+    match from
+        .parse_response(&body)
+        .and_then(|r| dialect.write_response(&r))
+    {
         Ok(out) => Bytes::from(out),
         Err(_) => body,
     }
 }
 
-/// A provider's client error (OpenAI-shaped inside) in the client's dialect.
-fn error_body(dialect: Dialect, status: StatusCode, body: Bytes) -> Bytes {
-    if dialect == Dialect::OpenAi {
+/// A provider's client error of dialect `from` in the client's dialect.
+fn error_body(dialect: Dialect, status: StatusCode, body: Bytes, from: Dialect) -> Bytes {
+    if dialect == from {
         return body;
     }
-    let err = canonical::openai::parse_error(status.as_u16(), &body);
+    let err = from.parse_error(status.as_u16(), &body);
     Bytes::from(dialect.write_error(&err))
 }
 
@@ -185,6 +188,7 @@ pub(super) async fn respond(
     dialect: Dialect,
     chat: ChatRequest,
     canonical: Canonical,
+    client: ClientWire,
 ) -> Response {
     let started = edge.started;
     let routing = state.routing.load_full();
@@ -215,6 +219,7 @@ pub(super) async fn respond(
         failover: edge.failover,
         timeout: edge.timeout,
         canonical: Arc::new(canonical),
+        client,
     };
     // A client that goes away drops this future mid-dispatch: the guard still files a record.
     let mut guard = Abandoned {
@@ -239,7 +244,11 @@ pub(super) async fn respond(
         rec.turns_dropped = turns_dropped as u32;
     }
     let mut resp = match outcome.result {
-        Ok(Answer::Full { body, usage }) => {
+        Ok(Answer::Full {
+            body,
+            usage,
+            dialect: from,
+        }) => {
             if let Some(rec) = &mut record {
                 rec.status = 200;
                 audited::set_usage(rec, usage);
@@ -247,9 +256,13 @@ pub(super) async fn respond(
                     rec.response_body = Some(String::from_utf8_lossy(&body).into_owned());
                 }
             }
-            json_response(StatusCode::OK, full_body(dialect, body))
+            json_response(StatusCode::OK, full_body(dialect, body, from))
         }
-        Ok(Answer::Stream { body, report }) => {
+        Ok(Answer::Stream {
+            body,
+            report,
+            dialect: from,
+        }) => {
             // The client's time to first token: from its request, failed attempts included
             // (the attempt's own is in the target's SLIs).
             let ttft = started.elapsed();
@@ -269,7 +282,7 @@ pub(super) async fn respond(
                 }
                 None => body,
             };
-            let body = if dialect == Dialect::OpenAi {
+            let body = if dialect == from {
                 body
             } else {
                 transcode::stream_from_openai(body, dialect)
@@ -283,12 +296,16 @@ pub(super) async fn respond(
             h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             r
         }
-        Ok(Answer::Upstream { status, body }) => {
+        Ok(Answer::Upstream {
+            status,
+            body,
+            dialect: from,
+        }) => {
             if let Some(rec) = &mut record {
                 rec.status = status.as_u16();
                 rec.error = Some(String::from_utf8_lossy(&body).chars().take(1000).collect());
             }
-            json_response(status, error_body(dialect, status, body))
+            json_response(status, error_body(dialect, status, body, from))
         }
         Err(f) => {
             if let Some(rec) = &mut record {

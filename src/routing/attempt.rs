@@ -14,7 +14,7 @@ use crate::canonical::Dialect;
 use crate::provider::{self, read_all, Body, ByteStream, SendError};
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::SseDecoder;
-use crate::wire::{transcode, Usage};
+use crate::wire::{transcode, ClientWire, Usage};
 
 /// A stream that passed its commit point, ready to be relayed.
 pub struct Committed {
@@ -23,6 +23,36 @@ pub struct Committed {
     pub tracker: ChunkTracker,
     /// Events already read (up to and including the first content), to send first.
     pub head: Vec<Bytes>,
+    /// The text of those events (kept when the stream may be continued).
+    pub head_text: String,
+}
+
+/// What an attempt carries of the client's own request: a target of the client's dialect
+/// gets its protocol headers and query, and with `native` its body as it came, whose answer
+/// is then passed on in that dialect instead of read into the inner one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forward<'a> {
+    client: Option<&'a ClientWire>,
+    native: bool,
+}
+
+impl<'a> Forward<'a> {
+    /// For an attempt on `target`; `native` when its body is the client's own.
+    pub fn of(client: &'a ClientWire, target: &Target, native: bool) -> Forward<'a> {
+        Forward {
+            client: client.same_dialect(target.dialect).then_some(client),
+            native,
+        }
+    }
+
+    /// The dialect the attempt's answer is passed on in.
+    pub fn answer_dialect(&self, target: &Target) -> Dialect {
+        if self.native {
+            target.dialect
+        } else {
+            Dialect::OpenAi
+        }
+    }
 }
 
 /// A failure to get a response: connect (refused, unreachable, TLS) or a reset after it.
@@ -31,6 +61,15 @@ fn send_error(e: &SendError) -> AttemptError {
         SendError::Connect(_) => AttemptError::Connect,
         SendError::Http(_) => AttemptError::Reset,
     }
+}
+
+/// `url` with the client's query string (`beta=true`) added to its own.
+fn with_query(url: &http::Uri, query: &str) -> Result<http::Uri, http::uri::InvalidUri> {
+    let joined = match url.query() {
+        Some(_) => format!("{url}&{query}"),
+        None => format!("{url}?{query}"),
+    };
+    joined.parse()
 }
 
 /// A failure reading a body: the connection broke.
@@ -47,6 +86,7 @@ async fn send(
     body: Vec<u8>,
     probe: bool,
     stream: bool,
+    forward: Forward<'_>,
 ) -> Result<Response<Body>, AttemptError> {
     let url = if stream {
         &target.stream_url
@@ -57,6 +97,21 @@ async fn send(
     if probe {
         req.headers_mut()
             .insert(PROBE_HEADER, HeaderValue::from_static("1"));
+    }
+    if let Some(client) = forward.client {
+        let headers = req.headers_mut();
+        for (name, _) in &client.headers {
+            // The client's replace the provider's defaults (`anthropic-version`).
+            headers.remove(name);
+        }
+        for (name, value) in &client.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        if let Some(query) = &client.query {
+            if let Ok(uri) = with_query(url, query) {
+                *req.uri_mut() = uri;
+            }
+        }
     }
     let resp = target
         .provider
@@ -70,7 +125,13 @@ async fn send(
     }
     let retry_after = parse_retry_after(resp.headers());
     let body = read_all(resp.into_body()).await.unwrap_or_default();
-    Err(status_error(target.dialect, status, retry_after, body))
+    Err(status_error(
+        target.dialect,
+        status,
+        retry_after,
+        body,
+        forward.native,
+    ))
 }
 
 /// A non-streamed answer: the body must be a chat completion (a `choices` field), else the reply
@@ -80,6 +141,7 @@ pub async fn call_full(
     body: Vec<u8>,
     deadline: Instant,
     probe: bool,
+    forward: Forward<'_>,
 ) -> Result<(Bytes, Option<Usage>), AttemptError> {
     #[derive(Deserialize)]
     struct Completion {
@@ -91,8 +153,14 @@ pub async fn call_full(
         usage: Option<Usage>,
     }
     let call = async {
-        let resp = send(target, body, probe, false).await?;
+        let resp = send(target, body, probe, false, forward).await?;
         let bytes = read_all(resp.into_body()).await.map_err(body_error)?;
+        if forward.native {
+            // Passed on as it came: only checked and its usage read.
+            let usage = transcode::native_usage(target.dialect, &bytes)
+                .map_err(|_| AttemptError::Malformed)?;
+            return Ok((bytes, usage));
+        }
         if target.dialect != Dialect::OpenAi {
             return transcode::response_to_openai(target.dialect, &bytes)
                 .map_err(|_| AttemptError::Malformed);
@@ -108,15 +176,18 @@ pub async fn call_full(
 }
 
 /// A streamed answer, read up to its commit point (the first content). Until then nothing has
-/// reached the client, so any failure here can still move to another target.
+/// reached the client, so any failure here can still move to another target. `capture` keeps
+/// the text read so far (the stream may be continued).
 pub async fn call_stream(
     target: &Target,
     body: Vec<u8>,
     client_wants_usage: bool,
     first_token_deadline: Instant,
+    forward: Forward<'_>,
+    capture: bool,
 ) -> Result<Committed, AttemptError> {
     let call = async {
-        let resp = send(target, body, false, true).await?;
+        let resp = send(target, body, false, true, forward).await?;
         let is_sse = resp
             .headers()
             .get(http::header::CONTENT_TYPE)
@@ -126,16 +197,24 @@ pub async fn call_stream(
             return Err(AttemptError::Malformed);
         }
         let mut upstream = provider::stream(resp.into_body());
-        if target.dialect != Dialect::OpenAi {
+        let dialect = forward.answer_dialect(target);
+        if target.dialect != dialect {
             upstream = transcode::stream_to_openai(upstream, target.dialect);
         }
         let mut decoder = SseDecoder::new();
-        let mut tracker = ChunkTracker::new(client_wants_usage);
+        let mut tracker = ChunkTracker::for_dialect(dialect, client_wants_usage);
+        tracker.set_capture(capture);
         let mut head = Vec::new();
+        let mut head_text = String::new();
         loop {
             while let Some(ev) = decoder.next_event() {
                 match tracker.on_event(&ev) {
-                    ChunkAction::Forward(bytes) => head.push(bytes),
+                    ChunkAction::Forward(bytes) => {
+                        if let Some(text) = tracker.last_text.take() {
+                            head_text.push_str(&text);
+                        }
+                        head.push(bytes);
+                    }
                     ChunkAction::Skip => {}
                     ChunkAction::Done => return Err(AttemptError::EmptyStream),
                     ChunkAction::Error(message) => return Err(AttemptError::InBand { message }),
@@ -146,6 +225,7 @@ pub async fn call_stream(
                         decoder,
                         tracker,
                         head,
+                        head_text,
                     });
                 }
             }

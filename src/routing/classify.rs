@@ -35,9 +35,11 @@ pub enum AttemptError {
         retry_after: Option<Duration>,
         /// The provider's machine-readable code, when it sent one (for the error message).
         code: Option<String>,
-        /// The provider's body in the OpenAI shape (as it came from an OpenAI-dialect target),
-        /// returned as is for client errors.
+        /// The provider's body, returned for client errors: as it came from a target of the
+        /// inner dialect or of a client's own passed through, else in the inner (OpenAI) shape.
         body: Bytes,
+        /// The dialect `body` is in.
+        dialect: Dialect,
     },
     /// A success status with a body that is not what the wire format says.
     Malformed,
@@ -74,19 +76,22 @@ pub fn target_at_fault(status: StatusCode) -> bool {
 }
 
 /// An error answer from a target of `dialect`, classified by that dialect's rules; its body
-/// is kept as it came from an OpenAI-dialect target, and written in the OpenAI shape (the
-/// inner form) for the others.
+/// is kept as it came from an OpenAI-dialect target or when the request was the client's own
+/// (`native`: the client speaks that dialect), and written in the OpenAI shape (the inner
+/// form) for the others.
 pub fn status_error(
     dialect: Dialect,
     status: StatusCode,
     retry_after: Option<Duration>,
     body: Bytes,
+    native: bool,
 ) -> AttemptError {
     let err = dialect.parse_error(status.as_u16(), &body);
-    let body = if dialect == Dialect::OpenAi {
-        body
+    let (body, dialect) = if dialect == Dialect::OpenAi || native {
+        (body, dialect)
     } else {
-        Bytes::from(canonical::openai::write_error(&err))
+        let inner = Bytes::from(canonical::openai::write_error(&err));
+        (inner, Dialect::OpenAi)
     };
     AttemptError::Status {
         status,
@@ -94,6 +99,7 @@ pub fn status_error(
         retry_after: retry_after.or(err.retry_delay),
         code: err.code,
         body,
+        dialect,
     }
 }
 
@@ -287,6 +293,7 @@ mod tests {
             StatusCode::from_u16(code).unwrap(),
             retry_after.map(Duration::from_secs),
             Bytes::from(body),
+            false,
         )
     }
 
@@ -366,7 +373,13 @@ mod tests {
         );
         assert_eq!(parse_retry_after(&h), None);
         let error_code = |body: &'static [u8]| {
-            let err = status_error(Dialect::OpenAi, StatusCode::BAD_REQUEST, None, body.into());
+            let err = status_error(
+                Dialect::OpenAi,
+                StatusCode::BAD_REQUEST,
+                None,
+                body.into(),
+                false,
+            );
             code(&err).map(str::to_owned)
         };
         assert_eq!(

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::attempt::{call_stream, Committed};
+use super::attempt::{call_stream, Committed, Forward};
 use super::body::fitted_body;
 use super::classify::{AttemptError, NextStep};
 use super::path::{Attempt, AttemptOutcome};
@@ -109,14 +109,17 @@ impl Continuation {
             let mut prefill = target.config.prefill;
             loop {
                 let partial = prefill.then_some(sent);
-                let body = match fitted_body(
+                // In the inner form, whatever the client's dialect: the splicer reads it.
+                let fitted = fitted_body(
                     target,
                     &route.config.context,
                     &self.chat,
                     &self.canonical,
                     partial,
-                ) {
-                    Ok((body, _)) => body,
+                    None,
+                );
+                let body = match fitted {
+                    Ok(fitted) => fitted.body,
                     Err(e) => {
                         tracing::warn!(target = %target.id(), kind = e.kind(), "cannot ask for a continuation");
                         break;
@@ -124,7 +127,8 @@ impl Continuation {
                 };
                 let start = Instant::now();
                 let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
-                match call_stream(target, body, client_wants_usage, deadline).await {
+                let forward = Forward::default();
+                match call_stream(target, body, client_wants_usage, deadline, forward, true).await {
                     Ok(committed) => {
                         // It answered: the retry gives its share of the budgets back.
                         route.budget.refund(taken);

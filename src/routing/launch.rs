@@ -8,7 +8,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
-use super::attempt::{call_full, call_stream};
+use super::attempt::{call_full, call_stream, Forward};
 use super::body::fitted_body;
 use super::classify::AttemptError;
 use super::continuation::{Continuation, Mode, Splicer};
@@ -46,27 +46,33 @@ pub(super) fn launch<'a>(
         let start = Instant::now();
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
         let context = &route.config.context;
-        let (body, turns_dropped) =
-            match fitted_body(target, context, &req.chat, &req.canonical, None) {
-                Ok(fitted) => fitted,
-                Err(e) => {
-                    return Done {
-                        seq,
-                        idx,
-                        start,
-                        hedge,
-                        turns_dropped: 0,
-                        result: Err(e),
-                    }
+        let client = Some(&req.client);
+        let fitted = match fitted_body(target, context, &req.chat, &req.canonical, None, client) {
+            Ok(fitted) => fitted,
+            Err(e) => {
+                return Done {
+                    seq,
+                    idx,
+                    start,
+                    hedge,
+                    turns_dropped: 0,
+                    result: Err(e),
                 }
-            };
+            }
+        };
+        let turns_dropped = fitted.turns_dropped;
+        let forward = Forward::of(&req.client, target, fitted.native);
+        let dialect = forward.answer_dialect(target);
+        let continues = policy.mid_stream == MidStream::Continue;
         let result = if req.chat.stream {
             let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
             call_stream(
                 target,
-                body,
+                fitted.body,
                 req.chat.client_wants_usage,
                 first_token_deadline,
+                forward,
+                continues,
             )
             .await
             .map(|committed| {
@@ -74,16 +80,15 @@ pub(super) fn launch<'a>(
                 let ttft = now - start;
                 target.health.first_token(now, ttft);
                 let (tx, report) = tokio::sync::oneshot::channel();
-                let continuation =
-                    (policy.mid_stream == MidStream::Continue).then(|| Continuation {
-                        route: route.clone(),
-                        chat: req.chat.clone(),
-                        canonical: req.canonical.clone(),
-                        tried: vec![idx],
-                        splicer: Splicer {
-                            mode: Mode::Original,
-                        },
-                    });
+                let continuation = continues.then(|| Continuation {
+                    route: route.clone(),
+                    chat: req.chat.clone(),
+                    canonical: req.canonical.clone(),
+                    tried: vec![idx],
+                    splicer: Splicer {
+                        mode: Mode::Original,
+                    },
+                });
                 let ctx = RelayContext {
                     request_id: req.id.clone(),
                     route: route.clone(),
@@ -96,16 +101,21 @@ pub(super) fn launch<'a>(
                 Answer::Stream {
                     body: relay(committed, ctx).boxed(),
                     report,
+                    dialect,
                 }
             })
         } else {
-            let result = call_full(target, body, attempt_deadline, false).await;
+            let result = call_full(target, fitted.body, attempt_deadline, false, forward).await;
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `relay`).
                 let now = Instant::now();
                 target.health.attempt(now, Verdict::Ok, now - start);
             }
-            result.map(|(body, usage)| Answer::Full { body, usage })
+            result.map(|(body, usage)| Answer::Full {
+                body,
+                usage,
+                dialect,
+            })
         };
         Done {
             seq,

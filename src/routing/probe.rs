@@ -8,7 +8,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
-use super::attempt::call_full;
+use super::attempt::{call_full, Forward};
 use super::body::request_body;
 use super::health::Verdict;
 use super::{Routing, Target};
@@ -35,7 +35,8 @@ pub async fn probe(target: Arc<Target>) {
     let Some(body) = probe_body(&target) else {
         return;
     };
-    let result = call_full(&target, body, start + target.probe_timeout, true).await;
+    let deadline = start + target.probe_timeout;
+    let result = call_full(&target, body, deadline, true, Forward::default()).await;
     let elapsed = start.elapsed();
     let verdict = match &result {
         Ok(_) => Verdict::Ok,

@@ -415,10 +415,20 @@ impl<'a> Race<'a> {
     /// A provider's error that is the client's answer (or failover is off): returned as the
     /// provider gave it. An error with no status to return ends only this attempt.
     fn return_as_is(&mut self, idx: usize, err: AttemptError) -> Option<Outcome> {
-        if let AttemptError::Status { status, body, .. } = err {
+        if let AttemptError::Status {
+            status,
+            body,
+            dialect,
+            ..
+        } = err
+        {
             let served = Some(self.path.len() - 1);
             self.record_running(AttemptOutcome::Cancelled);
-            let answer = Answer::Upstream { status, body };
+            let answer = Answer::Upstream {
+                status,
+                body,
+                dialect,
+            };
             return Some(self.finish(Ok(answer), false, served, idx));
         }
         self.errors.push(err);
@@ -529,7 +539,12 @@ impl<'a> Race<'a> {
     /// returned as the provider gave it.
     fn give_up(mut self) -> Outcome {
         let policy = &self.route.config.failover;
-        if let Some(AttemptError::Status { status, body, .. }) = self
+        if let Some(AttemptError::Status {
+            status,
+            body,
+            dialect,
+            ..
+        }) = self
             .errors
             .last()
             .filter(|e| e.next_step(policy) == NextStep::NextLargerWindow)
@@ -537,6 +552,7 @@ impl<'a> Race<'a> {
             let answer = Answer::Upstream {
                 status: *status,
                 body: body.clone(),
+                dialect: *dialect,
             };
             let served = Some(self.path.len() - 1);
             let last = self.path.last().map(|a| a.target.clone());

@@ -19,9 +19,10 @@ use super::continuation::{count_move, Continuation, Mode};
 use super::health::Verdict;
 use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::{Route, Target};
+use crate::canonical::{anthropic, Dialect, ErrorClass, StreamDecoder, StreamEncoder, StreamEvent};
 use crate::provider::ByteStream;
-use crate::wire::chunks::{content_text, ChunkAction, ChunkTracker};
-use crate::wire::sse::{decode_data, encode_data, SseDecoder, SseEvent, DONE};
+use crate::wire::chunks::{ChunkAction, ChunkTracker};
+use crate::wire::sse::{decode_data, SseDecoder, SseEvent};
 use crate::wire::Usage;
 
 /// How long a finished stream (its `finish_reason` seen) may wait for the usage chunk or
@@ -105,9 +106,69 @@ struct Relay {
     attempts: Vec<Attempt>,
     /// Continuation tries that failed, kept for the audit path.
     failed_tries: Vec<Attempt>,
+    /// Set when a stream passed through in the client's dialect is continued by another
+    /// target: the continuation's chunks (inner form) are written on in that dialect.
+    reencode: Option<Reencode>,
+}
+
+/// A continuation's chunks written in the dialect of the stream they continue.
+struct Reencode {
+    decoder: StreamDecoder,
+    encoder: StreamEncoder,
+}
+
+impl Reencode {
+    /// For an Anthropic stream the client has up to `tracker`'s blocks.
+    fn anthropic(tracker: &ChunkTracker) -> Reencode {
+        let (next_block, open_text) = tracker.blocks();
+        Reencode {
+            decoder: Dialect::OpenAi.decoder(),
+            encoder: StreamEncoder::Anthropic(anthropic::Encoder::resuming(next_block, open_text)),
+        }
+    }
+
+    /// One framed chunk of the inner form, in the stream's dialect (possibly nothing yet).
+    fn chunk(&mut self, framed: &Bytes) -> Option<Bytes> {
+        let mut events = Vec::new();
+        // A chunk that cannot be read is skipped; the stream goes on.
+        let _ = self.decoder.decode(None, &decode_data(framed), &mut events);
+        let mut out = Vec::new();
+        for ev in &events {
+            self.encoder.encode(ev, &mut out);
+        }
+        (!out.is_empty()).then(|| Bytes::from(out))
+    }
+
+    fn end(&mut self) -> Bytes {
+        let mut out = Vec::new();
+        self.encoder.finish(&mut out);
+        Bytes::from(out)
+    }
+
+    fn error(&mut self, message: &str) -> Bytes {
+        let mut out = Vec::new();
+        let event = StreamEvent::Error {
+            message: message.to_owned(),
+            kind: ErrorClass::Other,
+        };
+        self.encoder.encode(&event, &mut out);
+        Bytes::from(out)
+    }
 }
 
 impl Relay {
+    /// Send bytes on, in the client's dialect.
+    fn emit(&mut self, bytes: Bytes) {
+        match &mut self.reencode {
+            None => self.out.push_back(bytes),
+            Some(r) => {
+                if let Some(b) = r.chunk(&bytes) {
+                    self.out.push_back(b);
+                }
+            }
+        }
+    }
+
     fn idle_timeout(&self) -> Duration {
         self.ctx.route.config.failover.idle_timeout
     }
@@ -118,12 +179,12 @@ impl Relay {
             ChunkAction::Forward(bytes) => {
                 let mode = self.ctx.continuation.as_ref().map(|c| c.splicer.mode);
                 match mode {
-                    None => self.out.push_back(bytes),
+                    None => self.emit(bytes),
                     Some(Mode::Original) => {
                         if let Some(text) = self.tracker.last_text.take() {
                             self.sent.push_str(&text);
                         }
-                        self.out.push_back(bytes);
+                        self.emit(bytes);
                     }
                     Some(_) => {
                         let data = decode_data(&bytes);
@@ -132,7 +193,7 @@ impl Relay {
                         match cont.splicer.transform(&data, id.as_deref(), &self.sent) {
                             Ok(Some((b, added))) => {
                                 self.sent.push_str(&added);
-                                self.out.push_back(b);
+                                self.emit(b);
                             }
                             Ok(None) => {}
                             Err(d) => {
@@ -184,7 +245,11 @@ impl Relay {
     }
 
     fn finish(&mut self) {
-        self.out.push_back(encode_data(DONE));
+        let end = match &mut self.reencode {
+            Some(r) => r.end(),
+            None => self.tracker.terminator(),
+        };
+        self.out.push_back(end);
         self.ended = true;
         (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Ok);
         self.close_attempt(AttemptOutcome::Ok);
@@ -214,7 +279,13 @@ impl Relay {
         (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Error);
         self.close_attempt(outcome);
         self.attempts.append(&mut self.failed_tries);
-        self.out.extend(self.tracker.error_tail(&message));
+        match &mut self.reencode {
+            Some(r) => {
+                let tail = r.error(&message);
+                self.out.push_back(tail);
+            }
+            None => self.out.extend(self.tracker.error_tail(&message)),
+        }
         self.ended = true;
         self.report(Some(message));
     }
@@ -234,7 +305,7 @@ impl Relay {
         );
         let mut cont = self.ctx.continuation.take();
         let resumed = match cont.as_mut() {
-            Some(c) if !self.tracker.tool_calls_seen => {
+            Some(c) if self.tracker.resumable() => {
                 let mut failed = Vec::new();
                 let resumed = c
                     .resume(&self.sent, true, self.ctx.request_start, &mut failed)
@@ -263,6 +334,14 @@ impl Relay {
             self.carried = self.sent.len();
             self.upstream = resumed.committed.upstream;
             self.decoder = resumed.committed.decoder;
+            if self.tracker.dialect() != Dialect::OpenAi && self.reencode.is_none() {
+                // The continuation streams in the inner form: read it as such, write it on
+                // in the client's dialect.
+                self.reencode = Some(Reencode::anthropic(&self.tracker));
+                let mut inner = ChunkTracker::new(true);
+                inner.capture_text();
+                self.tracker = inner;
+            }
             for framed in resumed.committed.head {
                 let ev = SseEvent {
                     event: None,
@@ -324,14 +403,13 @@ pub fn relay(
     ctx: RelayContext,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let mut tracker = committed.tracker;
-    let mut sent = String::new();
-    if ctx.continuation.is_some() {
-        tracker.capture_text();
-        // The head was read before capture was on: take its text from the frames.
-        for framed in &committed.head {
-            sent.push_str(&content_text(&decode_data(framed)));
-        }
-    }
+    let continues = ctx.continuation.is_some();
+    tracker.set_capture(continues);
+    let sent = if continues {
+        committed.head_text
+    } else {
+        String::new()
+    };
     let current = ctx.route.targets[ctx.target_idx].clone();
     let relay = Relay {
         upstream: committed.upstream,
@@ -346,6 +424,7 @@ pub fn relay(
         sent,
         attempts: Vec::new(),
         failed_tries: Vec::new(),
+        reencode: None,
         ctx,
     };
     futures_util::stream::unfold(relay, |mut r| async move {

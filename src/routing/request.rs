@@ -13,8 +13,9 @@ use super::path::{Attempt, AttemptOutcome};
 use super::relay::StreamReport;
 use super::{Route, Target};
 use crate::audit::AuditAttempt;
+use crate::canonical::Dialect;
 use crate::wire::transcode::Canonical;
-use crate::wire::{ChatRequest, Usage};
+use crate::wire::{ChatRequest, ClientWire, Usage};
 
 /// A client request on its way through a route.
 #[derive(Debug)]
@@ -27,20 +28,33 @@ pub struct Request {
     pub timeout: Option<Duration>,
     /// The canonical form, for targets of another dialect (made on first use).
     pub canonical: Arc<Canonical>,
+    /// What targets of the client's own dialect get as the client sent it.
+    pub client: ClientWire,
 }
 
-/// What the client gets.
+/// What the client gets. Each body is in the inner (OpenAI) dialect, or in the client's own
+/// when a target of that dialect answered a request passed through (`dialect` says which); the
+/// edge converts what is not in the client's.
 pub enum Answer {
-    /// A whole chat completion.
-    Full { body: Bytes, usage: Option<Usage> },
+    /// A whole answer.
+    Full {
+        body: Bytes,
+        usage: Option<Usage>,
+        dialect: Dialect,
+    },
     /// A committed stream of SSE bytes.
     Stream {
         body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
         /// How the stream ended; closed unsent if the client went away.
         report: tokio::sync::oneshot::Receiver<StreamReport>,
+        dialect: Dialect,
     },
     /// A client error that would fail anywhere: the provider's own status and body.
-    Upstream { status: StatusCode, body: Bytes },
+    Upstream {
+        status: StatusCode,
+        body: Bytes,
+        dialect: Dialect,
+    },
 }
 
 /// The outcome of a request: an answer or a failure, and the path that led there.

@@ -4,12 +4,16 @@
 //! dialect ([`chat::ChatRequest`], read shallowly and passed on with byte splices), or its body
 //! translated once at the edge. Answers travel as OpenAI bodies and SSE chunks: [`sse`] frames
 //! and decodes events, [`chunks`] reads chunks just enough to know where a stream stands, and
-//! [`transcode`] converts to and from the other dialects through the canonical model.
+//! [`transcode`] converts to and from the other dialects through the canonical model. What a
+//! target of the client's own dialect gets beyond that (the client's body as it came, its
+//! protocol headers) is [`client::ClientWire`].
 
 pub mod chat;
 pub mod chunks;
+pub mod client;
 pub mod sse;
 pub mod transcode;
 
 pub use chat::ChatRequest;
 pub use chunks::Usage;
+pub use client::ClientWire;

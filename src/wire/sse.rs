@@ -112,6 +112,17 @@ pub fn encode_data(data: &[u8]) -> Bytes {
     out.freeze()
 }
 
+/// Frame one named event (`event: <name>` then its `data:` line), as Anthropic streams are.
+pub fn encode_event(name: &str, data: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(name.len() + data.len() + 16);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\n\n");
+    out.freeze()
+}
+
 /// The payload of an event framed by [`encode_data`].
 pub fn decode_data(framed: &Bytes) -> Bytes {
     let start = if framed.starts_with(b"data: ") { 6 } else { 0 };
@@ -160,5 +171,9 @@ mod tests {
     fn encodes_data_events() {
         assert_eq!(&encode_data(b"[DONE]")[..], b"data: [DONE]\n\n");
         assert_eq!(&decode_data(&encode_data(b"{}"))[..], b"{}");
+        assert_eq!(
+            &encode_event("ping", b"{}")[..],
+            b"event: ping\ndata: {}\n\n"
+        );
     }
 }

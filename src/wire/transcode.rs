@@ -126,3 +126,36 @@ pub fn stream_from_openai(
 ) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
     recode(body, Dialect::OpenAi, dialect)
 }
+
+/// The usage of a whole answer of `dialect` passed on as it came (same-dialect pass-through),
+/// read shallowly; an error when the body is not an answer of that dialect.
+pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, TranslateError> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        /// Only its presence is checked.
+        #[allow(dead_code, reason = "only its presence is checked")]
+        content: serde::de::IgnoredAny,
+        #[serde(default)]
+        usage: Option<AnthropicUsage>,
+    }
+    #[derive(serde::Deserialize)]
+    struct AnthropicUsage {
+        #[serde(default)]
+        input_tokens: u64,
+        #[serde(default)]
+        output_tokens: u64,
+    }
+    match dialect {
+        Dialect::Anthropic => {
+            let message: Message = serde_json::from_slice(body)?;
+            Ok(message.usage.map(|u| Usage {
+                prompt_tokens: u.input_tokens,
+                completion_tokens: u.output_tokens,
+            }))
+        }
+        _ => Ok(dialect.parse_response(body)?.usage.map(|u| Usage {
+            prompt_tokens: u.input,
+            completion_tokens: u.output,
+        })),
+    }
+}

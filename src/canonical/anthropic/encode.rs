@@ -110,6 +110,18 @@ impl Encoder {
         Self::default()
     }
 
+    /// An encoder that goes on with a stream the client already has part of (a continuation
+    /// of an Anthropic stream passed through): no `message_start`, the next block numbered
+    /// `next_block`, and text continuing block `open_text` when one is open.
+    pub fn resuming(next_block: u32, open_text: Option<u32>) -> Self {
+        Encoder {
+            started: true,
+            open: open_text.map(|index| (index, true)),
+            next_block,
+            ..Self::default()
+        }
+    }
+
     fn start(&mut self, id: &str, model: &str, out: &mut Vec<u8>) {
         self.started = true;
         let message = OutMessage {
@@ -271,6 +283,39 @@ impl Encoder {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_resumed_stream_goes_on_in_the_open_text_block() {
+        let mut encoder = Encoder::resuming(3, Some(2));
+        let mut out = Vec::new();
+        encoder.encode(
+            &StreamEvent::Start {
+                id: "other".into(),
+                model: "x".into(),
+            },
+            &mut out,
+        );
+        encoder.encode(&StreamEvent::TextDelta(" more".into()), &mut out);
+        encoder.encode(&StreamEvent::Finish(FinishReason::Stop), &mut out);
+        encoder.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("message_start"), "{text}");
+        assert!(
+            text.starts_with(
+                r#"event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":" more"}}"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"{"type":"content_block_stop","index":2}"#),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn encoder_holds_finish_for_usage_and_numbers_blocks() {

@@ -1,7 +1,11 @@
-//! Reading OpenAI stream chunks just enough to know where a stream stands: its commit point
-//! (first content), its finish, its usage, in-band errors, the text the client has seen (for
-//! mid-stream continuation) and whether a tool call is under way. `routing::attempt` reads a
-//! stream with it up to the commit point, `routing::relay` after it.
+//! Reading stream events just enough to know where a stream stands: its commit point (first
+//! content), its finish, its usage, in-band errors, the text the client has seen (for mid-stream
+//! continuation) and whether something a continuation cannot resume (a tool call, reasoning) is
+//! under way. OpenAI chunks are read here; an Anthropic event stream passed through to an
+//! Anthropic client is read by `anthropic.rs`. Either way the events go on as they came.
+//! `routing::attempt` reads a stream with it up to the commit point, `routing::relay` after it.
+
+mod anthropic;
 
 use std::borrow::Cow;
 
@@ -10,8 +14,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::sse::{encode_data, SseEvent, DONE};
+use crate::canonical::Dialect;
 
-/// Token counts as OpenAI reports them.
+/// Token counts as OpenAI reports them (Anthropic's `input_tokens` and `output_tokens` are
+/// read into the same two).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
     #[serde(default)]
@@ -33,32 +39,6 @@ pub enum ChunkAction {
     Error(String),
 }
 
-/// The text content of one chunk's first choice (empty when it has none).
-pub fn content_text(data: &[u8]) -> String {
-    #[derive(Deserialize)]
-    struct Chunk<'a> {
-        #[serde(default, borrow)]
-        choices: Vec<Choice<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct Choice<'a> {
-        #[serde(default, borrow)]
-        delta: Option<Delta<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct Delta<'a> {
-        #[serde(default, borrow)]
-        content: Option<Cow<'a, str>>,
-    }
-    serde_json::from_slice::<Chunk<'_>>(data)
-        .ok()
-        .and_then(|c| c.choices.into_iter().next())
-        .and_then(|c| c.delta)
-        .and_then(|d| d.content)
-        .map(Cow::into_owned)
-        .unwrap_or_default()
-}
-
 /// Identity of the stream, copied into chunks we write ourselves.
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct ChunkMeta {
@@ -70,9 +50,11 @@ pub struct ChunkMeta {
     created: Option<u64>,
 }
 
-/// Reads OpenAI stream chunks just enough to know where the stream stands.
+/// Reads a stream's events just enough to know where the stream stands.
 #[derive(Debug)]
 pub struct ChunkTracker {
+    /// The dialect of the events: OpenAI chunks, or an Anthropic stream passed through.
+    dialect: Dialect,
     client_wants_usage: bool,
     /// Content (text, a tool call, a refusal or a finish) has been seen: the commit point.
     pub committed: bool,
@@ -88,6 +70,12 @@ pub struct ChunkTracker {
     pub usage: Option<Usage>,
     /// A tool call has started streaming (a continuation could not honestly resume it).
     pub tool_calls_seen: bool,
+    /// Reasoning (Anthropic `thinking`, `redacted_thinking`) has streamed: signed by its vendor,
+    /// it cannot be carried to a continuation.
+    pub reasoning_seen: bool,
+    /// Anthropic: the open content block (its index, whether it is text) and the next index.
+    open_block: Option<(u32, bool)>,
+    next_block: u32,
     /// The text content of the last event, when `capture_text` is set.
     pub last_text: Option<String>,
     capture_text: bool,
@@ -141,9 +129,15 @@ fn error_message(raw: &RawValue) -> String {
 }
 
 impl ChunkTracker {
-    /// A tracker for one stream; `client_wants_usage` keeps the usage chunk in the output.
+    /// A tracker for one OpenAI stream; `client_wants_usage` keeps the usage chunk in the output.
     pub fn new(client_wants_usage: bool) -> Self {
+        Self::for_dialect(Dialect::OpenAi, client_wants_usage)
+    }
+
+    /// A tracker for a stream of `dialect` (OpenAI chunks, or Anthropic events passed through).
+    pub fn for_dialect(dialect: Dialect, client_wants_usage: bool) -> Self {
         ChunkTracker {
+            dialect,
             client_wants_usage,
             committed: false,
             finished: false,
@@ -152,6 +146,9 @@ impl ChunkTracker {
             content_chunks: 0,
             usage: None,
             tool_calls_seen: false,
+            reasoning_seen: false,
+            open_block: None,
+            next_block: 0,
             last_text: None,
             capture_text: false,
             meta: None,
@@ -163,13 +160,37 @@ impl ChunkTracker {
         self.capture_text = true;
     }
 
+    /// Keep each event's text in `last_text`, or stop keeping it.
+    pub fn set_capture(&mut self, capture: bool) {
+        self.capture_text = capture;
+    }
+
+    /// The dialect of the events read.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// The stream's `id`, once seen.
     pub fn stream_id(&self) -> Option<&str> {
         self.meta.as_ref()?.id.as_deref()
     }
 
+    /// Whether a continuation could take over here: no tool call and no reasoning under way.
+    pub fn resumable(&self) -> bool {
+        !self.tool_calls_seen && !self.reasoning_seen
+    }
+
+    /// Anthropic: where a continuation's blocks go on, `(next block index, the open text block)`.
+    pub fn blocks(&self) -> (u32, Option<u32>) {
+        let open_text = self.open_block.filter(|b| b.1).map(|b| b.0);
+        (self.next_block, open_text)
+    }
+
     /// Classify one event and update the stream's state.
     pub fn on_event(&mut self, ev: &SseEvent) -> ChunkAction {
+        if self.dialect == Dialect::Anthropic {
+            return self.on_anthropic_event(ev);
+        }
         if ev.data.as_ref() == DONE {
             return ChunkAction::Done;
         }
@@ -224,8 +245,20 @@ impl ChunkTracker {
         ChunkAction::Forward(encode_data(&ev.data))
     }
 
-    /// The chunk and error event that end a broken stream.
-    pub fn error_tail(&self, message: &str) -> [Bytes; 2] {
+    /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself).
+    pub fn terminator(&self) -> Bytes {
+        match self.dialect {
+            Dialect::Anthropic => anthropic::message_stop(),
+            _ => encode_data(DONE),
+        }
+    }
+
+    /// The events that end a broken stream: for OpenAI a chunk whose `finish_reason` says
+    /// `error` and an error event; for Anthropic an `error` event (the SDKs raise on both).
+    pub fn error_tail(&self, message: &str) -> Vec<Bytes> {
+        if self.dialect == Dialect::Anthropic {
+            return vec![anthropic::error_event(message)];
+        }
         let meta = self.meta.clone().unwrap_or_default();
         let finish = serde_json::json!({
             "id": meta.id,
@@ -237,7 +270,7 @@ impl ChunkTracker {
         let error = serde_json::json!({
             "error": {"message": message, "type": "upstream_error", "code": "stream_interrupted"}
         });
-        [
+        vec![
             encode_data(finish.to_string().as_bytes()),
             encode_data(error.to_string().as_bytes()),
         ]
@@ -299,7 +332,7 @@ mod tests {
     fn error_tail_says_incomplete() {
         let mut t = ChunkTracker::new(false);
         t.on_event(&ev(r#"{"id":"c9","model":"m1","created":5,"choices":[{"index":0,"delta":{"content":"x"}}]}"#));
-        let [finish, error] = t.error_tail("broken");
+        let [finish, error] = <[Bytes; 2]>::try_from(t.error_tail("broken")).unwrap();
         let finish = std::str::from_utf8(&finish).unwrap_or_default();
         assert!(finish.contains(r#""finish_reason":"error""#) && finish.contains(r#""id":"c9""#));
         assert!(std::str::from_utf8(&error)

@@ -1,0 +1,258 @@
+//! An Anthropic event stream read in passing (same-dialect pass-through): `message_start` names
+//! the message, `content_block_start` / `_delta` / `_stop` carry text, thinking and tool use,
+//! `message_delta` the stop reason and usage, `message_stop` ends it, `error` reports a failure
+//! in-band. Every event but `message_stop` and `error` goes on framed as it came; an unknown
+//! event type goes on untouched.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Usage};
+use crate::wire::sse::{encode_event, SseEvent};
+
+#[derive(Deserialize)]
+struct EventView<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    message: Option<&'a RawValue>,
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default, borrow)]
+    content_block: Option<TypeView<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<DeltaView<'a>>,
+    #[serde(default)]
+    usage: Option<UsageView>,
+    #[serde(default, borrow)]
+    error: Option<ErrorView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct TypeView<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+#[derive(Deserialize)]
+struct DeltaView<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    stop_reason: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct UsageView {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct MessageView {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    usage: Option<UsageView>,
+}
+
+#[derive(Deserialize)]
+struct ErrorView<'a> {
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+/// The event that ends a complete Anthropic stream.
+pub(super) fn message_stop() -> Bytes {
+    encode_event("message_stop", br#"{"type":"message_stop"}"#)
+}
+
+/// An Anthropic `error` event with `message` (the SDKs raise it as an API error).
+pub(super) fn error_event(message: &str) -> Bytes {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": "api_error", "message": message},
+    });
+    encode_event("error", body.to_string().as_bytes())
+}
+
+impl ChunkTracker {
+    /// Classify one Anthropic event and update the stream's state.
+    pub(super) fn on_anthropic_event(&mut self, ev: &SseEvent) -> ChunkAction {
+        let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
+            self.malformed += 1;
+            return ChunkAction::Skip;
+        };
+        self.last_text = None;
+        match view.kind.as_ref() {
+            "message_start" => {
+                let message = view
+                    .message
+                    .and_then(|m| serde_json::from_str::<MessageView>(m.get()).ok());
+                if let Some(m) = message {
+                    let input = m.usage.and_then(|u| u.input_tokens);
+                    if let Some(input) = input {
+                        self.usage.get_or_insert_with(Usage::default).prompt_tokens = input;
+                    }
+                    self.meta = Some(ChunkMeta {
+                        id: m.id,
+                        model: m.model,
+                        created: None,
+                    });
+                }
+            }
+            "content_block_start" => {
+                let kind = view.content_block.map(|b| b.kind);
+                let index = view.index.unwrap_or(self.next_block);
+                let text = kind.as_deref() == Some("text");
+                match kind.as_deref() {
+                    Some("text") => {}
+                    Some("thinking" | "redacted_thinking") => self.reasoning_seen = true,
+                    // tool_use, server_tool_use and the blocks of tools that run upstream.
+                    _ => {
+                        self.tool_calls_seen = true;
+                        self.committed = true;
+                        self.content_chunks += 1;
+                    }
+                }
+                self.open_block = Some((index, text));
+                self.next_block = self.next_block.max(index.saturating_add(1));
+            }
+            "content_block_delta" => {
+                let delta = view.delta;
+                let text = delta.as_ref().and_then(|d| d.text.as_deref());
+                let is_text = delta
+                    .as_ref()
+                    .is_some_and(|d| d.kind.as_deref() == Some("text_delta"));
+                if !(is_text && text.is_some_and(str::is_empty)) {
+                    self.committed = true;
+                    self.content_chunks += 1;
+                }
+                if self.capture_text && is_text {
+                    if let Some(text) = text {
+                        self.last_text = Some(text.to_owned());
+                    }
+                }
+            }
+            "content_block_stop" => self.open_block = None,
+            "message_delta" => {
+                if view
+                    .delta
+                    .as_ref()
+                    .and_then(|d| d.stop_reason)
+                    .is_some_and(|r| r.get() != "null")
+                {
+                    self.committed = true;
+                    self.finished = true;
+                }
+                if let Some(output) = view.usage.and_then(|u| u.output_tokens) {
+                    self.usage_seen = true;
+                    self.usage
+                        .get_or_insert_with(Usage::default)
+                        .completion_tokens = output;
+                }
+            }
+            "message_stop" => return ChunkAction::Done,
+            "error" => {
+                let message = view.error.and_then(|e| e.message).map(Cow::into_owned);
+                return ChunkAction::Error(message.unwrap_or_else(|| "upstream error".into()));
+            }
+            _ => {} // ping, and types we do not know: passed on
+        }
+        let name = ev.event.as_deref().unwrap_or(view.kind.as_ref());
+        ChunkAction::Forward(encode_event(name, &ev.data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::Dialect;
+
+    fn ev(name: &str, data: &str) -> SseEvent {
+        SseEvent {
+            event: Some(name.to_owned()),
+            data: Bytes::copy_from_slice(data.as_bytes()),
+        }
+    }
+
+    fn forwarded(action: ChunkAction) -> String {
+        match action {
+            ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn events_go_on_as_they_came_and_the_state_follows() {
+        let mut t = ChunkTracker::for_dialect(Dialect::Anthropic, true);
+        t.capture_text();
+        let start = r#"{"type":"message_start","message":{"id":"msg_1","model":"claude","usage":{"input_tokens":12,"cache_read_input_tokens":400}}}"#;
+        assert_eq!(
+            forwarded(t.on_event(&ev("message_start", start))),
+            format!("event: message_start\ndata: {start}\n\n")
+        );
+        assert_eq!(t.stream_id(), Some("msg_1"));
+        let thinking = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#;
+        t.on_event(&ev("content_block_start", thinking));
+        assert!(!t.committed && !t.resumable());
+        let sig = r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB"}}"#;
+        assert!(forwarded(t.on_event(&ev("content_block_delta", sig))).contains("EqQB"));
+        assert!(t.committed);
+        t.on_event(&ev(
+            "content_block_stop",
+            r#"{"type":"content_block_stop","index":0}"#,
+        ));
+        let text =
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#;
+        t.on_event(&ev("content_block_start", text));
+        let delta =
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#;
+        t.on_event(&ev("content_block_delta", delta));
+        assert_eq!(t.last_text.as_deref(), Some("Hi"));
+        assert_eq!(t.blocks(), (2, Some(1)));
+        let unknown = r#"{"type":"brand_new_event","x":1}"#;
+        assert!(forwarded(t.on_event(&ev("brand_new_event", unknown))).contains("brand_new_event"));
+        let end = r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#;
+        t.on_event(&ev("message_delta", end));
+        assert!(t.finished && t.usage_seen);
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                prompt_tokens: 12,
+                completion_tokens: 7
+            })
+        );
+        assert!(matches!(
+            t.on_event(&ev("message_stop", r#"{"type":"message_stop"}"#)),
+            ChunkAction::Done
+        ));
+        assert!(String::from_utf8_lossy(&t.terminator()).starts_with("event: message_stop\n"));
+    }
+
+    #[test]
+    fn tool_use_commits_and_errors_are_reported() {
+        let mut t = ChunkTracker::for_dialect(Dialect::Anthropic, true);
+        let tool = r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"f","input":{}}}"#;
+        t.on_event(&ev("content_block_start", tool));
+        assert!(t.committed && t.tool_calls_seen && !t.resumable());
+        let err = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        match t.on_event(&ev("error", err)) {
+            ChunkAction::Error(m) => assert_eq!(m, "Overloaded"),
+            other => panic!("expected an error, got {other:?}"),
+        }
+        let tail = t.error_tail("broken");
+        assert_eq!(tail.len(), 1);
+        assert!(String::from_utf8_lossy(&tail[0]).starts_with("event: error\n"));
+        assert!(matches!(t.on_event(&ev("x", "{nope")), ChunkAction::Skip));
+    }
+}

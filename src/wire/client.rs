@@ -1,0 +1,169 @@
+//! What a same-dialect target gets of the client's request beyond the inner form: the client's
+//! own body when it spoke a dialect other than the inner one (sent as it came, only `model`
+//! rewritten), and the dialect's protocol headers and query. Never the client's credentials or
+//! hop-by-hop headers: only the names listed per dialect are taken.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::canonical::Dialect;
+
+/// The client's side of a request, for targets of its own dialect.
+#[derive(Debug, Clone)]
+pub struct ClientWire {
+    /// The dialect the client spoke.
+    pub dialect: Dialect,
+    /// The client's body and where its `model` is, when the dialect is not the inner one.
+    native: Option<(Bytes, Range<usize>)>,
+    /// Protocol headers sent on (`anthropic-beta`, `anthropic-version`, `openai-beta`).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The client's query string (`beta=true` on `/v1/messages`), sent on.
+    pub query: Option<String>,
+}
+
+/// The protocol headers of each dialect that a same-dialect target gets as the client sent
+/// them. A client's `anthropic-version` replaces the provider's default.
+fn protocol_headers(dialect: Dialect) -> &'static [HeaderName] {
+    static ANTHROPIC: [HeaderName; 2] = [
+        HeaderName::from_static("anthropic-beta"),
+        HeaderName::from_static("anthropic-version"),
+    ];
+    static OPENAI: [HeaderName; 1] = [HeaderName::from_static("openai-beta")];
+    match dialect {
+        Dialect::Anthropic => &ANTHROPIC,
+        Dialect::OpenAi => &OPENAI,
+        Dialect::Gemini => &[],
+    }
+}
+
+#[derive(Deserialize)]
+struct ModelOnly<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+}
+
+impl ClientWire {
+    /// An OpenAI client's: its body is the inner form already; `openai-beta` goes on.
+    pub fn openai(headers: &HeaderMap) -> ClientWire {
+        ClientWire {
+            dialect: Dialect::OpenAi,
+            native: None,
+            headers: Self::take_headers(Dialect::OpenAi, headers),
+            query: None,
+        }
+    }
+
+    /// A client of `dialect` (not OpenAI) whose `body` targets of that dialect get as it came.
+    /// `None` when the body has no `model` string where one can be spliced.
+    pub fn native(
+        dialect: Dialect,
+        body: Bytes,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Option<ClientWire> {
+        let shallow: ModelOnly<'_> = serde_json::from_slice(&body).ok()?;
+        let raw = shallow.model?;
+        if !raw.get().starts_with('"') {
+            return None;
+        }
+        let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+        let range = start..start + raw.get().len();
+        Some(ClientWire {
+            dialect,
+            native: Some((body, range)),
+            headers: Self::take_headers(dialect, headers),
+            query: query.filter(|q| !q.is_empty()).map(str::to_owned),
+        })
+    }
+
+    fn take_headers(dialect: Dialect, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+        let names = protocol_headers(dialect);
+        if headers.is_empty() {
+            return Vec::new();
+        }
+        names
+            .iter()
+            .flat_map(|name| {
+                headers
+                    .get_all(name)
+                    .iter()
+                    .map(|v| (name.clone(), v.clone()))
+            })
+            .collect()
+    }
+
+    /// The client's own body for a target of `dialect` with `model_json` (a JSON string) as its
+    /// model, when the client spoke that dialect and it is not the inner one.
+    pub fn native_body(&self, dialect: Dialect, model_json: &str) -> Option<Vec<u8>> {
+        let (body, range) = self.native.as_ref().filter(|_| dialect == self.dialect)?;
+        let mut out = Vec::with_capacity(body.len() + model_json.len());
+        out.extend_from_slice(&body[..range.start]);
+        out.extend_from_slice(model_json.as_bytes());
+        out.extend_from_slice(&body[range.end..]);
+        Some(out)
+    }
+
+    /// Whether a target of `dialect` gets what the client sent (its headers, query, and for a
+    /// dialect other than the inner one its body).
+    pub fn same_dialect(&self, dialect: Dialect) -> bool {
+        dialect == self.dialect
+    }
+}
+
+impl Default for ClientWire {
+    fn default() -> Self {
+        ClientWire {
+            dialect: Dialect::OpenAi,
+            native: None,
+            headers: Vec::new(),
+            query: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_client_body_goes_on_with_only_its_model_rewritten() {
+        let body = Bytes::from_static(
+            br#"{"model":"fast","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[],"x_new":1}"#,
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            "anthropic-beta",
+            "context-management-2025-06-27".parse().unwrap(),
+        );
+        h.append(
+            "anthropic-beta",
+            "interleaved-thinking-2025-05-14".parse().unwrap(),
+        );
+        h.insert("x-api-key", "sk-client".parse().unwrap());
+        h.insert("connection", "keep-alive".parse().unwrap());
+        let wire = ClientWire::native(Dialect::Anthropic, body, &h, Some("beta=true")).unwrap();
+        let out = wire
+            .native_body(Dialect::Anthropic, "\"claude-x\"")
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"model":"claude-x","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[],"x_new":1}"#
+        );
+        assert_eq!(wire.native_body(Dialect::OpenAi, "\"m\""), None);
+        let names: Vec<&str> = wire.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["anthropic-beta", "anthropic-beta"],
+            "no credentials, no hop-by-hop"
+        );
+        assert_eq!(wire.query.as_deref(), Some("beta=true"));
+        assert!(
+            ClientWire::native(Dialect::Anthropic, Bytes::from_static(b"{}"), &h, None).is_none()
+        );
+    }
+}
