@@ -5,6 +5,7 @@ mod anthropic;
 mod audit;
 mod audited;
 pub mod auth;
+mod count_tokens;
 mod dashboard;
 pub mod error;
 mod openai;
@@ -98,6 +99,10 @@ pub fn router(state: AppState) -> Router {
         .merge(guarded)
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
+        .route(
+            "/v1/messages/count_tokens",
+            post(count_tokens::count_tokens),
+        )
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness::readyz))

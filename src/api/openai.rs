@@ -65,26 +65,40 @@ pub(super) async fn models(State(state): State<AppState>, h: HeaderMap) -> Respo
     with_id(resp, &id)
 }
 
-/// Anything else: 404 in the OpenAI envelope.
+/// Anything else: 404 in the envelope of the API the path belongs to (Anthropic's under
+/// `/v1/messages`, else OpenAI's).
 pub(super) async fn not_found(uri: http::Uri) -> Response {
     edge_error(
+        &uri,
         StatusCode::NOT_FOUND,
         "not_found",
         format!("no such endpoint: {}", uri.path()),
     )
 }
 
-/// A known path with another method (`GET /v1/chat/completions`): 405 in the OpenAI
-/// envelope, not an empty body.
+/// A known path with another method (`GET /v1/chat/completions`): 405 in the envelope of the
+/// path's API, not an empty body.
 pub(super) async fn method_not_allowed(method: http::Method, uri: http::Uri) -> Response {
     edge_error(
+        &uri,
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
 }
 
-fn edge_error(status: StatusCode, code: &'static str, message: String) -> Response {
-    let resp = ApiError::new(status, "invalid_request_error", code, message).into_response();
+fn edge_error(
+    uri: &http::Uri,
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+) -> Response {
+    let dialect = if uri.path().starts_with("/v1/messages") {
+        Dialect::Anthropic
+    } else {
+        Dialect::OpenAi
+    };
+    let resp = ApiError::new(status, "invalid_request_error", code, message)
+        .into_dialect_response(dialect);
     with_id(resp, &request_id::new())
 }

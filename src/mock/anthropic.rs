@@ -28,7 +28,34 @@ mod render;
 
 /// The wire endpoints of this dialect.
 pub(crate) fn routes() -> Router<Arc<MockState>> {
-    Router::new().route("/v1/messages", post(messages))
+    Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+}
+
+/// `POST /v1/messages/count_tokens`: the estimate its messages answer reports as usage; the
+/// plan's injected errors apply as to messages.
+async fn count_tokens(
+    State(state): State<Arc<MockState>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    state.record(RecordedRequest::capture(&method, &uri, &headers, &body));
+    let parsed = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    let model = parsed.get("model").and_then(Value::as_str);
+    let (mut guard, plan, draw) = state.arrive(model).await;
+    guard.complete();
+    if plan.status.is_some() && draw.error {
+        return state.named(Rejection::injected(&plan).into_response());
+    }
+    let messages = parsed
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let tokens = estimate_tokens(parsed.get("system"), messages);
+    state.named(axum::Json(serde_json::json!({ "input_tokens": tokens })).into_response())
 }
 
 async fn messages(

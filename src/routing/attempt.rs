@@ -93,6 +93,16 @@ async fn send(
     } else {
         &target.url
     };
+    send_to(target, url, body, probe, forward).await
+}
+
+async fn send_to(
+    target: &Target,
+    url: &http::Uri,
+    body: Vec<u8>,
+    probe: bool,
+    forward: Forward<'_>,
+) -> Result<Response<Body>, AttemptError> {
     let mut req = target.provider.post(url, body);
     if probe {
         req.headers_mut()
@@ -169,6 +179,41 @@ pub async fn call_full(
             .map_err(|_| AttemptError::Malformed)?
             .usage;
         Ok((bytes, usage))
+    };
+    tokio::time::timeout_at(deadline, call)
+        .await
+        .unwrap_or(Err(AttemptError::Timeout))
+}
+
+/// Anthropic's token count (`POST /v1/messages/count_tokens`) of the client's own body, from
+/// an Anthropic target: its answer as it came.
+pub async fn call_count_tokens(
+    target: &Target,
+    client: &ClientWire,
+    deadline: Instant,
+) -> Result<Bytes, AttemptError> {
+    let untranslatable = || AttemptError::Untranslatable {
+        message: "only an Anthropic target counts an Anthropic request's tokens".into(),
+    };
+    let body = client
+        .native_body(target.dialect, &target.model_json)
+        .ok_or_else(untranslatable)?;
+    let url = format!("{}/count_tokens", target.url.path())
+        .parse::<http::uri::PathAndQuery>()
+        .ok()
+        .and_then(|path| {
+            let mut parts = target.url.clone().into_parts();
+            parts.path_and_query = Some(path);
+            http::Uri::from_parts(parts).ok()
+        })
+        .ok_or_else(untranslatable)?;
+    let forward = Forward {
+        client: Some(client),
+        native: true,
+    };
+    let call = async {
+        let resp = send_to(target, &url, body, false, forward).await?;
+        read_all(resp.into_body()).await.map_err(body_error)
     };
     tokio::time::timeout_at(deadline, call)
         .await
