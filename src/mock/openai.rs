@@ -177,7 +177,13 @@ fn decide(
             .unwrap_or(false),
         prompt_tokens,
         text,
-        tool_call: plan.tool_call,
+        // A tool loop: once the tool's result is in, the answer is text.
+        tool_call: plan.tool_call
+            && messages
+                .last()
+                .and_then(|m| m.get("role"))
+                .and_then(Value::as_str)
+                != Some("tool"),
     })
 }
 

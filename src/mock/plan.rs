@@ -68,7 +68,9 @@ pub struct FaultPlan {
     /// Which canonical text to answer (see `canonical_text`); another variant diverges from the
     /// first word on.
     pub variant: u32,
-    /// Answer with one `get_weather` tool call (`{"city":"Paris"}`) instead of text.
+    /// Answer with one `get_weather` tool call (`{"city":"Paris"}`) instead of text, until the
+    /// conversation ends with the tool's result (OpenAI dialect): then with text, as a model in
+    /// a tool loop does.
     pub tool_call: bool,
     /// Reject a request whose last message is an assistant prefill with a 400.
     pub reject_prefill: bool,

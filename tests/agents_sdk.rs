@@ -1,0 +1,69 @@
+//! The OpenAI Agents SDK (PyPI `openai-agents`, in the venv `.ci/run` makes in tests/agents),
+//! its chat-completions model pointed at the gateway by base URL only, runs a function-tool
+//! loop while the primary fails: the tool is called once and the final answer comes from the
+//! backup. Outside CI the test is skipped when the venv is missing; under CI that fails it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::Value;
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_runs_a_tool_loop_through_a_failing_primary() {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/venv/bin/python");
+    if !std::path::Path::new(python).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must make the agents venv (tests/agents/venv with openai-agents)"
+        );
+        eprintln!("SKIPPED: tests/agents/venv is missing (see .ci/run)");
+        return;
+    }
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    m[1].set_plan(FaultPlan {
+        tool_call: true,
+        ..Default::default()
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/agents_sdk.py");
+    let base = gw.url("/v1");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args([script, &base, "chat"])
+            .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the venv's python runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Agents SDK script failed:\n{stderr}"
+    );
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(got["tool_calls"], serde_json::json!(["Paris"]), "{got}");
+    assert_eq!(got["final"], canonical_text(12, 0).as_str());
+    let second_turn = &m[1].requests()[1].body;
+    let last = second_turn["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["role"], "tool",
+        "the tool's result went back: {second_turn}"
+    );
+    assert_eq!(
+        m[0].stats().requests,
+        2,
+        "the primary was tried on both turns"
+    );
+}
