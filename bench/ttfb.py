@@ -29,9 +29,12 @@ def pct(sorted_vals, p):
 
 
 def has_content(line):
-    """Whether an SSE `data:` line is a chunk carrying text (not the role-only first chunk)."""
+    """Whether an SSE `data:` line is a chunk carrying text (not the role-only first chunk):
+    an OpenAI chunk with content, or an Anthropic `text_delta`."""
     try:
         chunk = json.loads(line[5:])
+        if chunk.get("type") == "content_block_delta":
+            return bool(chunk["delta"].get("text"))
         return bool(chunk["choices"][0]["delta"].get("content"))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return False
@@ -45,6 +48,10 @@ def main():
     warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 50
     max_secs = float(sys.argv[5]) if len(sys.argv) > 5 else 30.0
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    # Extra request headers, `name: value` each (the Anthropic dialect's `anthropic-version`).
+    for extra in sys.argv[6:]:
+        name, _, value = extra.partition(":")
+        headers[name.strip()] = value.strip()
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
     conn.connect()
     # The client side does not delay its own small writes.
