@@ -24,7 +24,8 @@
 //! - [`canonical`]: our own request/response/stream-event model and its translation to and from
 //!   the OpenAI, Anthropic and Gemini wire formats; each dialect's error classification; token
 //!   estimates and context trimming.
-//! - [`clock`] (wall time) and [`request_id`] (UUIDv7 ids whose first bits are that time).
+//! - [`clock`] (wall time, and deadlines that cannot overflow) and [`request_id`] (UUIDv7 ids
+//!   whose first bits are that time).
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
 //! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written

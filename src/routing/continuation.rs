@@ -123,7 +123,10 @@ impl Continuation {
                     }
                 };
                 let start = Instant::now();
-                let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
+                let deadline = crate::clock::after(
+                    start,
+                    policy.first_token_timeout.min(policy.attempt_timeout),
+                );
                 match call_stream(target, body, client_wants_usage, deadline).await {
                     Ok(committed) => {
                         // It answered: the retry gives its share of the budgets back.

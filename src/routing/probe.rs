@@ -35,7 +35,13 @@ pub async fn probe(target: Arc<Target>) {
     let Some(body) = probe_body(&target) else {
         return;
     };
-    let result = call_full(&target, body, start + target.probe_timeout, true).await;
+    let result = call_full(
+        &target,
+        body,
+        crate::clock::after(start, target.probe_timeout),
+        true,
+    )
+    .await;
     let elapsed = start.elapsed();
     let verdict = match &result {
         Ok(_) => Verdict::Ok,

@@ -159,3 +159,47 @@ redis = "http://:hunter2@cache:6379""#,
     error_at(&errs, "cluster.redis", "not a valid redis URL");
     error_at(&errs, "cluster.key_prefix", "without spaces");
 }
+
+/// A duration too long to be meant (or to be added to a clock reading: `u64::MAX` seconds made
+/// every request panic) is refused at its key path, with the limit; the longest allowed passes.
+#[test]
+fn absurd_durations_are_refused_with_the_limit() {
+    let huge = "99999999999999999s";
+    let errs = errors(&two_routes(
+        &format!("[defaults.breaker]\nopen_for_max = \"{huge}\""),
+        &format!(
+            "[routes.failover]\nattempt_timeout = \"{huge}\"\nrequest_timeout = \"18446744073709551615s\"\n\
+             [routes.hedge]\ndelay = \"400d\"\n[audit]\nretention = \"36501d\""
+        ),
+    ));
+    for (path, value, limit) in [
+        ("defaults.breaker.open_for_max", huge, "365d"),
+        ("routes[1].failover.attempt_timeout", huge, "365d"),
+        (
+            "routes[1].failover.request_timeout",
+            "18446744073709551615s",
+            "365d",
+        ),
+        ("routes[1].hedge.delay", "400d", "365d"),
+        ("audit.retention", "36501d", "36500d"),
+    ] {
+        let e = error_at(
+            &errs,
+            path,
+            &format!("`{value}` is too long: the limit for this key is {limit}"),
+        );
+        assert!(
+            e.to_string().starts_with(&format!("{path}: ")),
+            "the key path leads: {e}"
+        );
+    }
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    let ok = super::load(&with_route(
+        "[routes.failover]\nrequest_timeout = \"365d\"\nattempt_timeout = \"365d\"\n\
+         [routes.breaker]\nopen_for_max = \"365d\"\n[audit]\nstore = \"off\"\nretention = \"36500d\"",
+    ));
+    assert_eq!(
+        ok.routes[0].failover.request_timeout,
+        std::time::Duration::from_secs(365 * 86_400)
+    );
+}

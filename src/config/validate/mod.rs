@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use super::file::{RawAudit, RawAuth, RawCluster, RawConfig, RawServer};
 use super::{
-    parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig, ClusterConfig, Config,
-    ConfigError, ConfigErrors, ServerConfig,
+    format_duration, parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig,
+    ClusterConfig, Config, ConfigError, ConfigErrors, ServerConfig,
 };
 
 /// Built-in `[server]` values.
@@ -26,6 +26,14 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_MAX_BODY: &str = "8MiB";
 /// Built-in `[cluster] key_prefix`.
 const DEFAULT_KEY_PREFIX: &str = "switchyard";
+
+/// The longest duration any key but `audit.retention` takes. Longer is a typo, not a policy:
+/// and a value near `u64::MAX` seconds cannot be added to a clock reading at all, which made
+/// every request panic (`Instant + Duration` overflow) in a config that `check` had passed.
+pub(super) const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+/// The longest `audit.retention`: records may be kept for years (compliance), not forever by
+/// overflow (a retention past `i64` milliseconds would prune everything).
+const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Hint shared by every duration error.
 pub(super) const DURATION_HINT: &str =
@@ -98,12 +106,35 @@ impl Ctx<'_> {
         }
     }
 
-    /// A duration value; `positive` rejects zero.
+    /// A duration value, at most [`MAX_DURATION`]; `positive` rejects zero.
     pub(super) fn duration(&mut self, path: &str, raw: &str, positive: bool) -> Option<Duration> {
+        self.duration_within(path, raw, positive, MAX_DURATION)
+    }
+
+    /// A duration value, at most `max`; `positive` rejects zero.
+    pub(super) fn duration_within(
+        &mut self,
+        path: &str,
+        raw: &str,
+        positive: bool,
+        max: Duration,
+    ) -> Option<Duration> {
         let text = self.text(path, raw)?;
         match parse_duration(&text) {
             Ok(d) if positive && d.is_zero() => {
                 self.error(path, "must be greater than 0s", DURATION_HINT);
+                None
+            }
+            Ok(d) if d > max => {
+                self.error(
+                    path,
+                    format!(
+                        "`{}` is too long: the limit for this key is {}",
+                        text.trim(),
+                        format_duration(max)
+                    ),
+                    DURATION_HINT,
+                );
                 None
             }
             Ok(d) => Some(d),
@@ -208,7 +239,7 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
     let retention = raw
         .retention
         .as_ref()
-        .and_then(|r| ctx.duration("audit.retention", &r.0, true));
+        .and_then(|r| ctx.duration_within("audit.retention", &r.0, true, MAX_RETENTION));
     AuditConfig {
         store,
         bodies: raw.bodies.unwrap_or(default.bodies),
