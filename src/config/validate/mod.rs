@@ -265,6 +265,11 @@ fn auth(ctx: &mut Ctx<'_>, raw: &RawAuth) -> AuthConfig {
                 "client key is empty",
                 "set the environment variable to a non-empty key",
             ),
+            Some(k) if http::HeaderValue::from_str(&k).is_err() => ctx.error(
+                path,
+                "client key contains a character not allowed in an HTTP header (a control character such as a newline): no client could send it",
+                "set the environment variable to the key alone, without a trailing newline",
+            ),
             Some(k) => keys.push(k),
             None => {}
         }
