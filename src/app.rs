@@ -11,6 +11,7 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
+use crate::api::guard::Hosts;
 use crate::api::readiness::Readiness;
 use crate::api::{router, AppState, StateParts};
 use crate::audit::redact::Redactor;
@@ -37,10 +38,11 @@ pub enum AppError {
 /// Build the shared state for a config.
 pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
+    let hosts = Arc::new(Hosts::new(&config.server));
     let config_auth = config.auth.clone();
     let shared = Shared::new(Registry::new());
     let routing = Routing::build(Arc::new(config), &shared)?;
-    let auth = config_auth.map(|a| Arc::new(Auth::new(&a.keys)));
+    let auth = config_auth.map(|a| Arc::new(Auth::new(&a)));
     let cluster = routing
         .config
         .cluster
@@ -54,6 +56,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         max_body,
         cluster,
         readiness: Readiness::new(),
+        hosts,
     }))
 }
 
@@ -366,7 +369,7 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
     .into_iter()
     .filter_map(|(table, changed)| changed.then_some(table))
     .collect();
-    let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(&a.keys)));
+    let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(a)));
     let routing = Routing::build(Arc::new(config), &state.shared)?;
     state.routing.store(Arc::new(routing));
     state.auth.store(auth);

@@ -112,7 +112,7 @@ impl Edge {
         started: Instant,
     ) -> Result<Edge, ApiError> {
         let client_key_id = match state.auth.load().as_deref() {
-            Some(auth) => Some(auth.check(h)?),
+            Some(auth) => auth.client(h)?,
             None => None,
         };
         let (failover, timeout) = controls(h)?;

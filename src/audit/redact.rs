@@ -94,11 +94,14 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    /// A redactor for `config`'s provider API keys and client keys.
+    /// A redactor for `config`'s provider API keys, client keys and admin keys.
     pub fn for_config(config: &crate::config::Config) -> Redactor {
         let providers = config.providers.iter().filter_map(|p| p.api_key.clone());
-        let clients = config.auth.iter().flat_map(|a| a.keys.iter().cloned());
-        Redactor::new(providers.chain(clients))
+        let keys = config
+            .auth
+            .iter()
+            .flat_map(|a| a.keys.iter().chain(&a.admin_keys).cloned());
+        Redactor::new(providers.chain(keys))
     }
 
     /// `text` with every secret masked; borrowed when there was none.

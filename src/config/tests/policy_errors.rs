@@ -149,6 +149,32 @@ redis = "http://:hunter2@cache:6379""#,
     );
     error_at(&errors(&with_route("[auth]")), "auth.keys", "no keys");
     error_at(
+        &errors(&with_route("[auth]\nkeys = []\nadmin_keys = []")),
+        "auth.keys",
+        "no keys",
+    );
+    // A key in both lists would let a client administer.
+    let errs = errors(&with_route(
+        "[auth]\nkeys = [\"${CLIENT_KEY}\"]\nadmin_keys = [\"other\", \"${CLIENT_KEY}\", \"\"]",
+    ));
+    error_at(&errs, "auth.admin_keys[1]", "also a client key");
+    error_at(&errs, "auth.admin_keys[2]", "admin key is empty");
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert!(errs
+        .iter()
+        .all(|e| !e.to_string().contains("client-secret")));
+    let errs = errors(&with_route(
+        "[server]\nallowed_hosts = [\"https://gw.example\", \"gw.example:8080\", \"\", \"ok.example\"]",
+    ));
+    for i in 0..3 {
+        error_at(
+            &errs,
+            &format!("server.allowed_hosts[{i}]"),
+            "is not a host name",
+        );
+    }
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    error_at(
         &errors(&with_route("[cluster]")),
         "cluster.redis",
         "required",
