@@ -14,7 +14,6 @@ use crate::api::auth::Auth;
 use crate::api::guard::Hosts;
 use crate::api::readiness::Readiness;
 use crate::api::{router, AppState, StateParts};
-use crate::audit::redact::Redactor;
 use crate::audit::Audit;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigErrors};
@@ -42,6 +41,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let config_auth = config.auth.clone();
     let shared = Shared::new(Registry::new());
     let routing = Routing::build(Arc::new(config), &shared)?;
+    let redactor = Arc::new(ArcSwap::new(routing.redactor.clone()));
     let auth = config_auth.map(|a| Arc::new(Auth::new(&a)));
     let cluster = routing
         .config
@@ -57,6 +57,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         cluster,
         readiness: Readiness::new(),
         hosts,
+        redactor,
     }))
 }
 
@@ -116,12 +117,9 @@ impl Background {
         let mut audit_writer = None;
         if !state.audit.enabled() {
             let config = state.routing.load().config.clone();
-            let (handle, writer) = crate::audit::start(
-                &config.audit,
-                Redactor::for_config(&config),
-                &state.shared.metrics,
-            )
-            .await?;
+            let (handle, writer) =
+                crate::audit::start(&config.audit, state.redactor.clone(), &state.shared.metrics)
+                    .await?;
             *state = state.with_audit(handle);
             audit_writer = Some(writer);
         }
@@ -371,6 +369,9 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
     .collect();
     let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(a)));
     let routing = Routing::build(Arc::new(config), &state.shared)?;
+    // The new keys are masked from here on: in client answers (the table's redactor) and in
+    // what the audit writer encodes next.
+    state.redactor.store(routing.redactor.clone());
     state.routing.store(Arc::new(routing));
     state.auth.store(auth);
     Ok(pending)

@@ -72,6 +72,8 @@ pub struct StateParts {
     /// The hosts the admin endpoints and the dashboard answer to (from `[server]`, kept until
     /// a restart as the listener is).
     pub hosts: Arc<guard::Hosts>,
+    /// The audit writer's redactor: the routing table's, swapped in with it on reload.
+    pub redactor: crate::audit::redact::RedactorCell,
 }
 
 /// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`
