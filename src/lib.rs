@@ -6,7 +6,9 @@
 //!   invalid; every error names its key path.
 //! - [`api`]: the inbound edge: the OpenAI (`/v1/chat/completions`) and Anthropic
 //!   (`/v1/messages`) client APIs over one shared edge (`api::respond`: client keys, controls,
-//!   audit record, answer in the client's dialect), admin and dashboard, the error envelope.
+//!   audit record, answer in the client's dialect), admin and dashboard (admin keys apart from
+//!   client keys, `api::auth`; the defences against hostile pages, `api::guard`), the error
+//!   envelope.
 //! - [`wire`]: the inner wire form the edge and the core share: the request
 //!   ([`wire::ChatRequest`], OpenAI chat bytes read shallowly), SSE framing, chunk reading, and
 //!   transcoding to and from the other dialects.
