@@ -11,9 +11,9 @@ use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
+use crate::api::guard::Hosts;
 use crate::api::readiness::Readiness;
 use crate::api::{router, AppState, StateParts};
-use crate::audit::redact::Redactor;
 use crate::audit::Audit;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigErrors};
@@ -37,10 +37,12 @@ pub enum AppError {
 /// Build the shared state for a config.
 pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
+    let hosts = Arc::new(Hosts::new(&config.server));
     let config_auth = config.auth.clone();
     let shared = Shared::new(Registry::new());
     let routing = Routing::build(Arc::new(config), &shared)?;
-    let auth = config_auth.map(|a| Arc::new(Auth::new(&a.keys)));
+    let redactor = Arc::new(ArcSwap::new(routing.redactor.clone()));
+    let auth = config_auth.map(|a| Arc::new(Auth::new(&a)));
     let cluster = routing
         .config
         .cluster
@@ -54,6 +56,8 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         max_body,
         cluster,
         readiness: Readiness::new(),
+        hosts,
+        redactor,
     }))
 }
 
@@ -113,12 +117,9 @@ impl Background {
         let mut audit_writer = None;
         if !state.audit.enabled() {
             let config = state.routing.load().config.clone();
-            let (handle, writer) = crate::audit::start(
-                &config.audit,
-                Redactor::for_config(&config),
-                &state.shared.metrics,
-            )
-            .await?;
+            let (handle, writer) =
+                crate::audit::start(&config.audit, state.redactor.clone(), &state.shared.metrics)
+                    .await?;
             *state = state.with_audit(handle);
             audit_writer = Some(writer);
         }
@@ -366,8 +367,11 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
     .into_iter()
     .filter_map(|(table, changed)| changed.then_some(table))
     .collect();
-    let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(&a.keys)));
+    let auth = config.auth.as_ref().map(|a| Arc::new(Auth::new(a)));
     let routing = Routing::build(Arc::new(config), &state.shared)?;
+    // The new keys are masked from here on: in client answers (the table's redactor) and in
+    // what the audit writer encodes next.
+    state.redactor.store(routing.redactor.clone());
     state.routing.store(Arc::new(routing));
     state.auth.store(auth);
     Ok(pending)

@@ -91,19 +91,22 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
         }
         Command::Check { config: path } => {
             let config = Config::load(&path)?;
-            #[expect(clippy::print_stdout, reason = "check prints the routing table")]
-            {
-                println!("{} is valid\n\n{}", path.display(), config.routing_table());
-            }
+            let table = config.routing_table();
+            // What `serve` builds from the file, built and dropped: whatever it would refuse
+            // (a provider it cannot make, a URL it cannot call) `check` refuses too. Nothing
+            // is bound, connected or started.
+            drop(app::build_state(config)?);
+            write_stdout(&format!("{} is valid\n\n{table}\n", path.display()))?;
             Ok(())
         }
         Command::Demo(args) => crate::demo::run(args).await,
         Command::Mock { port, name, host } => {
             let listener = TcpListener::bind((host.as_str(), port)).await?;
-            #[expect(clippy::print_stdout, reason = "scripts read the mock's address")]
-            {
-                println!("mock {name} listening on http://{}", listener.local_addr()?);
-            }
+            // Scripts read the mock's address.
+            write_stdout(&format!(
+                "mock {name} listening on http://{}\n",
+                listener.local_addr()?
+            ))?;
             crate::mock::serve(listener, name, app::shutdown_signal()).await?;
             Ok(())
         }
@@ -132,12 +135,29 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             } else {
                 audit::show::table(&records)
             };
-            #[expect(clippy::print_stdout, reason = "audit prints the records")]
-            {
-                println!("{}", out.trim_end());
-            }
+            write_stdout(&format!("{}\n", out.trim_end()))?;
             Ok(())
         }
+    }
+}
+
+/// Exit status when stdout's reader went away: 128 + SIGPIPE, what a shell reports for a
+/// tool a closed pipe stopped.
+pub const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// Write `text` to stdout, as is, and flush it. Every CLI output goes through here: Rust
+/// ignores SIGPIPE, so a write to a pipe whose reader is gone (`switchyard check | head -1`)
+/// fails, and `println!` would panic on it. Here it ends the process at once, quietly, with
+/// [`EXIT_BROKEN_PIPE`], as a tool that SIGPIPE stops would: nobody reads what would follow.
+/// Other write errors (a full disk) are returned.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            std::process::exit(EXIT_BROKEN_PIPE)
+        }
+        other => other,
     }
 }
 

@@ -6,7 +6,9 @@
 //!   invalid; every error names its key path.
 //! - [`api`]: the inbound edge: the OpenAI (`/v1/chat/completions`) and Anthropic
 //!   (`/v1/messages`) client APIs over one shared edge (`api::respond`: client keys, controls,
-//!   audit record, answer in the client's dialect), admin and dashboard, the error envelope.
+//!   audit record, answer in the client's dialect), admin and dashboard (admin keys apart from
+//!   client keys, `api::auth`; the defences against hostile pages, `api::guard`), the error
+//!   envelope.
 //! - [`wire`]: the inner wire form the edge and the core share: the request
 //!   ([`wire::ChatRequest`], OpenAI chat bytes read shallowly), SSE framing, chunk reading, and
 //!   transcoding to and from the other dialects.
@@ -24,7 +26,8 @@
 //! - [`canonical`]: our own request/response/stream-event model and its translation to and from
 //!   the OpenAI, Anthropic and Gemini wire formats; each dialect's error classification; token
 //!   estimates and context trimming.
-//! - [`clock`] (wall time) and [`request_id`] (UUIDv7 ids whose first bits are that time).
+//! - [`clock`] (wall time, and deadlines that cannot overflow) and [`request_id`] (UUIDv7 ids
+//!   whose first bits are that time).
 //! - [`mock`]: the fault-injecting mock provider behind `switchyard mock`, the tests and benches.
 //! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written

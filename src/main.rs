@@ -21,9 +21,12 @@ async fn main() -> ExitCode {
     match cli::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("switchyard: {e}");
+            // Not `eprintln!`: it panics when stderr is closed.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr().lock(), "switchyard: {e}");
             match e {
-                AppError::Config(_) => ExitCode::from(cli::EXIT_CONFIG),
+                // A provider the file describes but that cannot be built is a config error.
+                AppError::Config(_) | AppError::Provider(_) => ExitCode::from(cli::EXIT_CONFIG),
                 _ => ExitCode::FAILURE,
             }
         }

@@ -180,7 +180,7 @@ async fn start_log(
         bodies: false,
         retention,
     };
-    start_with(&config, Redactor::new([]), metrics, limits)
+    start_with(&config, Redactor::new([]).cell(), metrics, limits)
         .await
         .unwrap()
 }

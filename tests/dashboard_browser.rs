@@ -1,7 +1,8 @@
 //! The dashboard in a real browser: a gateway with two mocks in this process, light traffic
 //! through it, and `tests/browser/dashboard.mjs` driving headless Chromium against
 //! `/dashboard` (every target shown; a breaker forced open through the admin API shows as
-//! open; the page's buttons work, asking once for the client key the gateway's `[auth]` needs).
+//! open; the page's buttons work, asking for the admin key the gateway's `[auth]` needs, and
+//! again when given a client key).
 //! The screenshot lands in `target/dashboard.png`.
 //!
 //! Needs node, Debian's chromium and `npm ci` in `tests/browser`. Without them the test is
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use support::*;
 use switchyard::mock::FaultPlan;
 
-/// The client key of the gateway's `[auth]` (see `with_client_key`).
+/// The client key of the gateway's `[auth]` (see `with_client_key`), for the traffic.
 const KEY: &str = "sk-test-secret";
 
 fn browser_dir() -> PathBuf {
@@ -49,7 +50,9 @@ fn missing() -> Option<String> {
 /// Run the script, killing it if it hangs.
 fn run_script(url: &str, screenshot: &Path) -> (bool, String) {
     let mut child = Command::new("node")
-        .env("SWITCHYARD_KEY", KEY)
+        .env("SWITCHYARD_ADMIN_KEY", ADMIN_KEY)
+        // Given to the first prompt: refused, the page asks again.
+        .env("SWITCHYARD_CLIENT_KEY", KEY)
         .arg(browser_dir().join("dashboard.mjs"))
         .arg(url)
         .arg(screenshot)
@@ -96,8 +99,8 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
         latency_ms: 20,
         ..Default::default()
     });
-    // With client keys set: the page's override buttons must ask for one.
-    let gw = Gateway::start(&with_client_key(&config(&m, ""))).await;
+    // With client and admin keys set: the page's override buttons must ask for an admin key.
+    let gw = Gateway::start(&with_admin_key(&with_client_key(&config(&m, "")))).await;
     let url = gw.url("");
     let traffic_url = gw.url("/v1/chat/completions");
     let traffic = tokio::spawn(async move {

@@ -174,3 +174,53 @@ async fn with_no_other_target_a_retry_after_is_waited_out() {
     );
     assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
 }
+
+/// Durations the config refuses (past a year) can still reach a `Config` built in code, and a
+/// client's `x-switchyard-timeout` can be any length: no deadline made from them may overflow
+/// the clock (`Instant + Duration` panics, which dropped every request's connection). Here
+/// every timeout and hold is `Duration::MAX`: requests, streams, failovers and a breaker that
+/// trips (its hold is added to the clock) all answer.
+#[tokio::test]
+async fn durations_past_the_clock_never_panic_a_request() {
+    let m = mocks(2).await;
+    m[0].set_plan(down());
+    let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
+    let mut config = switchyard::config::Config::from_toml(&config(&m, ""), &env).unwrap();
+    let route = std::sync::Arc::make_mut(&mut config.routes[0]);
+    let f = &mut route.failover;
+    f.attempt_timeout = Duration::MAX;
+    f.first_token_timeout = Duration::MAX;
+    f.idle_timeout = Duration::MAX;
+    f.request_timeout = Duration::MAX;
+    f.retry_after_wait = Duration::MAX;
+    let b = &mut route.breaker;
+    b.open_for = Duration::MAX;
+    b.open_for_max = Duration::MAX;
+    b.probe_interval = Duration::MAX;
+    b.window = Duration::MAX;
+    b.ramp = Duration::MAX;
+    route.hedge.delay = switchyard::config::HedgeDelay::Fixed(Duration::MAX);
+    let gw = Gateway::serve(switchyard::app::build_state(config).unwrap(), None).await;
+    for i in 0..8 {
+        let stream = i % 2 == 1;
+        let mut req = client()
+            .post(gw.url("/v1/chat/completions"))
+            .json(&chat_body(stream));
+        if i >= 4 {
+            req = req.header("x-switchyard-timeout", "18446744073709551615s");
+        }
+        let resp = req
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("request {i} got no answer: {e}"));
+        assert_eq!(resp.status(), 200, "request {i}");
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+        let text = resp.text().await.unwrap();
+        if stream {
+            assert_eq!(stream_text(&sse_events(&text)), canonical_text(12, 0));
+        }
+    }
+    // The failures opened p0's breaker, with a hold of `Duration::MAX`.
+    assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "open");
+    gw.stop().await;
+}

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::auth::AdminKey;
 use super::error::ApiError;
 use super::AppState;
 use crate::config::HedgeDelay;
@@ -109,6 +110,7 @@ struct Action {
 pub(super) async fn breaker(
     State(state): State<AppState>,
     Path(path): Path<String>,
+    key: Option<axum::Extension<AdminKey>>,
     body: Bytes,
 ) -> Response {
     let Some(id) = path.strip_suffix("/breaker") else {
@@ -143,7 +145,11 @@ pub(super) async fn breaker(
         .into_response();
     };
     let new_state = target.health.manual(Instant::now(), action);
-    tracing::warn!(target = %id, action = ?action, state = new_state.as_str(), "manual breaker override");
+    // Who did it, by the key's id (never the key); `none` without `[auth]`.
+    let by = key
+        .and_then(|k| k.0 .0)
+        .unwrap_or_else(|| "none".to_owned());
+    tracing::warn!(target = %id, action = ?action, state = new_state.as_str(), admin_key = %by, "manual breaker override");
     Json(json!({"target": id, "state": new_state.as_str()})).into_response()
 }
 

@@ -66,7 +66,8 @@ async fn count(
         parts.uri.query(),
     );
     let policy = &route.config.failover;
-    let deadline = started + edge.timeout.unwrap_or(policy.request_timeout);
+    let timeout = (edge.timeout).map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
+    let deadline = crate::clock::after(started, timeout);
     let mut attempts = 0u32;
     let anthropic = route
         .targets
@@ -82,7 +83,7 @@ async fn count(
             continue;
         }
         attempts += 1;
-        let attempt_deadline = deadline.min(now + policy.attempt_timeout);
+        let attempt_deadline = deadline.min(crate::clock::after(now, policy.attempt_timeout));
         let result = call_count_tokens(target, client, attempt_deadline).await;
         let verdict = match &result {
             Ok(_) => Verdict::Ok,

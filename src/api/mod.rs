@@ -8,6 +8,7 @@ pub mod auth;
 mod count_tokens;
 mod dashboard;
 pub mod error;
+pub mod guard;
 mod openai;
 pub mod readiness;
 mod respond;
@@ -69,6 +70,11 @@ pub struct StateParts {
     /// Starting, ready or draining: what `/readyz` answers. Set by `app::serve` and
     /// `app::Server::run`.
     pub readiness: Readiness,
+    /// The hosts the admin endpoints and the dashboard answer to (from `[server]`, kept until
+    /// a restart as the listener is).
+    pub hosts: Arc<guard::Hosts>,
+    /// The audit writer's redactor: the routing table's, swapped in with it on reload.
+    pub redactor: crate::audit::redact::RedactorCell,
 }
 
 /// Headers every answer carries, and the client's per-request controls. Typed names: a `&str`
@@ -87,16 +93,28 @@ pub mod headers {
 
 /// The gateway's HTTP router.
 pub fn router(state: AppState) -> Router {
-    // What changes routing or reads request data needs a client key when `[auth]` is set.
-    let guarded = Router::new()
-        .route("/admin/audit", get(audit::records))
+    use axum::middleware::{from_fn, from_fn_with_state};
+    // What changes routing needs the gateway's own origin and a JSON body (`guard`), checked
+    // before the key.
+    let mutations = Router::new()
         .route("/admin/targets/{*path}", post(admin::breaker))
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::require,
-        ));
+        .route_layer(from_fn_with_state(state.clone(), auth::require_admin))
+        .route_layer(from_fn(guard::same_origin_json));
+    // What changes routing or reads request data needs an admin key when `[auth]` is set.
+    let admin = Router::new()
+        .route("/admin/audit", get(audit::records))
+        .route_layer(from_fn_with_state(state.clone(), auth::require_admin))
+        .merge(mutations);
+    // The admin endpoints and the dashboard answer only the gateway's own host names (DNS
+    // rebinding); the status and the events need no key, for monitoring.
+    let browser_facing = Router::new()
+        .merge(admin)
+        .route("/admin/status", get(admin::status))
+        .route("/admin/events", get(admin::events))
+        .route("/dashboard", get(dashboard::page))
+        .route_layer(from_fn_with_state(state.clone(), guard::check_host));
     Router::new()
-        .merge(guarded)
+        .merge(browser_facing)
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
         .route(
@@ -107,9 +125,6 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readiness::readyz))
         .route("/metrics", get(admin::metrics))
-        .route("/admin/status", get(admin::status))
-        .route("/admin/events", get(admin::events))
-        .route("/dashboard", get(dashboard::page))
         .fallback(openai::not_found)
         .method_not_allowed_fallback(openai::method_not_allowed)
         .with_state(state)

@@ -112,7 +112,7 @@ impl Edge {
         started: Instant,
     ) -> Result<Edge, ApiError> {
         let client_key_id = match state.auth.load().as_deref() {
-            Some(auth) => Some(auth.check(h)?),
+            Some(auth) => auth.client(h)?,
             None => None,
         };
         let (failover, timeout) = controls(h)?;
@@ -301,6 +301,11 @@ pub(super) async fn respond(
             body,
             dialect: from,
         }) => {
+            // A provider's error may echo its credential ("Incorrect API key provided: sk-..."):
+            // masked before it reaches the client. Only error answers are scanned: a success
+            // is the model's answer, which never saw our keys, and scanning every answer (and
+            // every stream chunk) would cost a pass over each body on the hot path.
+            let body = route.redactor.redact_bytes(body);
             if let Some(rec) = &mut record {
                 rec.status = status.as_u16();
                 rec.error = Some(String::from_utf8_lossy(&body).chars().take(1000).collect());
@@ -308,11 +313,13 @@ pub(super) async fn respond(
             json_response(status, error_body(dialect, status, body, from))
         }
         Err(f) => {
+            // The message lists each attempt's error, a provider's own words included.
+            let message = route.redactor.redact(&f.message).into_owned();
             if let Some(rec) = &mut record {
                 rec.status = f.status.as_u16();
-                rec.error = Some(f.message.clone());
+                rec.error = Some(message.clone());
             }
-            ApiError::new(f.status, "upstream_error", f.code, f.message)
+            ApiError::new(f.status, "upstream_error", f.code, message)
                 .into_dialect_response(dialect)
         }
     };

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use redact::Redactor;
+use redact::{Redactor, RedactorCell};
 
 pub use query::AuditQuery;
 pub use writer::{start, start_with, AuditWriter, Limits};
@@ -170,8 +170,8 @@ pub(crate) struct Queue {
     /// Records a shard holds before more are dropped (counted).
     cap: usize,
     bodies: bool,
-    /// Masks secrets in bodies and error messages (in the writer).
-    pub(crate) redactor: Redactor,
+    /// Masks secrets in bodies and error messages (in the writer); swapped on reload.
+    pub(crate) redactor: RedactorCell,
     /// Set when the writer shuts down: what comes later is counted as dropped.
     closed: AtomicBool,
     /// The writer's state.
@@ -211,7 +211,7 @@ impl Queue {
         shards: usize,
         cap: usize,
         bodies: bool,
-        redactor: Redactor,
+        redactor: RedactorCell,
         shared: Arc<writer::Shared>,
     ) -> Queue {
         Queue {
@@ -333,7 +333,8 @@ impl Audit {
                     && record.request_body.is_none()
                     && record.response_body.is_none()
                 {
-                    tuple::encode(&record, &q.redactor, &mut buf.bytes);
+                    // Nothing to mask: no redactor loaded on the request path.
+                    tuple::encode(&record, &Redactor::NONE, &mut buf.bytes);
                     buf.encoded += 1;
                 } else {
                     buf.raw.push(record);
@@ -383,7 +384,7 @@ mod tests {
             last_error: Mutex::new(None),
             dropped: Arc::default(),
         });
-        let queue = Arc::new(Queue::new(1, 2, false, Redactor::new([]), shared));
+        let queue = Arc::new(Queue::new(1, 2, false, Redactor::new([]).cell(), shared));
         let audit = Audit::on(queue.clone());
         let failed = AuditRecord {
             error: Some("upstream said: bad key sk-abcdefghijklmnopqrstuvwx".into()),

@@ -1,8 +1,12 @@
-//! Secrets out of stored text. Bodies (with `audit.bodies = true`) and error messages pass
-//! through [`Redactor::redact`] in the writer task, off the request path, before they are
-//! stored. What is replaced by `[REDACTED]`:
-//! - the configured secrets themselves: provider API keys and client keys, wherever they
-//!   appear;
+//! Secrets out of stored text and out of what is sent to clients. Bodies (with
+//! `audit.bodies = true`) and error messages pass through [`Redactor::redact`] in the writer
+//! task, off the request path, before they are stored; the error answers a client gets (a
+//! provider's client error passed through, a failure's message, a stream's error event) pass
+//! through the same redactor at the edge, so a provider that echoes its credential does not
+//! hand it to the client. One redactor per config, rebuilt on reload (`routing::Routing`).
+//! What is replaced by `[REDACTED]`:
+//! - the configured secrets themselves: provider API keys, client keys and admin keys,
+//!   wherever they appear;
 //! - credentials by their shape: OpenAI / Anthropic style `sk-...` keys, `Bearer` tokens,
 //!   Google `AIza...` keys, AWS access key ids, GitHub and Slack tokens, PEM private keys;
 //! - the string value of a JSON field whose name says it holds a secret (`api_key`,
@@ -75,7 +79,11 @@ fn utf8(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Masks secrets in text; made when the audit log starts.
+/// The redactor the audit writer uses: the routing table's, swapped in on reload (the
+/// gateway's state holds the same cell, so a reload reaches a writer started before it).
+pub type RedactorCell = std::sync::Arc<arc_swap::ArcSwap<Redactor>>;
+
+/// Masks secrets in text; made with each routing table (at start and on reload).
 #[derive(Debug)]
 pub struct Redactor {
     /// The configured secrets, longest first (so a key that contains another is masked whole).
@@ -94,11 +102,40 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    /// A redactor for `config`'s provider API keys and client keys.
+    /// `self` in a [`RedactorCell`] of its own.
+    pub fn cell(self) -> RedactorCell {
+        std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(self))
+    }
+
+    /// No configured secrets (shapes and secret-named fields are still masked): for records
+    /// with no text to mask, so that the request path never loads the current redactor.
+    pub const NONE: Redactor = Redactor {
+        secrets: Vec::new(),
+    };
+
+    /// A redactor for `config`'s provider API keys, client keys and admin keys.
     pub fn for_config(config: &crate::config::Config) -> Redactor {
+        Redactor::new(Redactor::secrets_of(config))
+    }
+
+    /// The secrets of `config`: provider API keys, client keys and admin keys.
+    pub fn secrets_of(config: &crate::config::Config) -> impl Iterator<Item = String> + '_ {
         let providers = config.providers.iter().filter_map(|p| p.api_key.clone());
-        let clients = config.auth.iter().flat_map(|a| a.keys.iter().cloned());
-        Redactor::new(providers.chain(clients))
+        let keys = config
+            .auth
+            .iter()
+            .flat_map(|a| a.keys.iter().chain(&a.admin_keys).cloned());
+        providers.chain(keys)
+    }
+
+    /// `bytes` (text sent to a client, UTF-8 or not) with every secret masked; the same bytes
+    /// when there was none.
+    pub fn redact_bytes(&self, bytes: bytes::Bytes) -> bytes::Bytes {
+        let text = String::from_utf8_lossy(&bytes);
+        match self.redact(&text) {
+            Cow::Borrowed(_) => bytes,
+            Cow::Owned(clean) => bytes::Bytes::from(clean),
+        }
     }
 
     /// `text` with every secret masked; borrowed when there was none.

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{interval, Instant, MissedTickBehavior};
 
-use super::redact::Redactor;
+use super::redact::RedactorCell;
 use super::sink::Sink;
 use super::store::{self, Store};
 use super::{tuple, Audit, AuditError, Buffer, Queue};
@@ -102,7 +102,7 @@ impl Chunk {
     pub(crate) fn of(records: &[super::AuditRecord]) -> Chunk {
         let mut bytes = Vec::new();
         for r in records {
-            tuple::encode(r, &Redactor::new([]), &mut bytes);
+            tuple::encode(r, &super::redact::Redactor::NONE, &mut bytes);
         }
         Chunk {
             bytes: bytes.into(),
@@ -193,7 +193,7 @@ impl AuditWriter {
 /// spawn the writer. With `store = "off"` nothing starts and the handle keeps nothing.
 pub async fn start(
     config: &AuditConfig,
-    redactor: Redactor,
+    redactor: RedactorCell,
     metrics: &Registry,
 ) -> Result<(Audit, AuditWriter), AuditError> {
     start_with(config, redactor, metrics, Limits::default()).await
@@ -202,7 +202,7 @@ pub async fn start(
 /// [`start`] with other limits.
 pub async fn start_with(
     config: &AuditConfig,
-    redactor: Redactor,
+    redactor: RedactorCell,
     metrics: &Registry,
     limits: Limits,
 ) -> Result<(Audit, AuditWriter), AuditError> {
@@ -333,8 +333,9 @@ impl Writer {
             }
             if !taken.raw.is_empty() {
                 let mut bytes = Vec::new();
+                let redactor = self.queue.redactor.load();
                 for r in &taken.raw {
-                    tuple::encode(r, &self.queue.redactor, &mut bytes);
+                    tuple::encode(r, &redactor, &mut bytes);
                 }
                 self.pending.push(Chunk {
                     bytes: bytes.into(),

@@ -197,9 +197,10 @@ impl StreamEncoder {
 }
 
 /// `req` with the partial assistant answer appended as a trailing assistant message (merged into
-/// a trailing assistant message already there), for a target to continue. See
-/// [`Dialect::prefill`] for how each dialect takes it; Anthropic rejects trailing whitespace in
-/// a prefill, so its writer trims it and the continuation starts with that whitespace.
+/// a trailing assistant message already there), for a target to continue. Only Anthropic
+/// promises to continue it; OpenAI-compatible servers and Gemini usually do, which the splicer
+/// checks (`routing::continuation`). Anthropic rejects trailing whitespace in a prefill, so its
+/// writer trims it and the continuation starts with that whitespace.
 pub fn with_prefill(req: &ChatRequest, partial_assistant_text: &str) -> ChatRequest {
     let mut out = req.clone();
     if partial_assistant_text.is_empty() {

@@ -48,17 +48,26 @@ impl Default for AuditConfig {
     }
 }
 
-/// `[auth]`: when present, clients must present one of these keys.
+/// `[auth]`: client keys for the client API, admin keys for the admin API. At least one of
+/// the two lists is set; none of the keys is empty, and no key is in both.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthConfig {
-    /// Resolved client keys; at least one, none empty. Never printed (see the `Debug` impl).
+    /// Resolved client keys; empty lets any client in. Never printed (see the `Debug` impl).
     pub keys: Vec<String>,
+    /// Resolved admin keys: the breaker override and the audit log need one. Empty with
+    /// client keys set: the admin API is refused (a client key never administers). Never
+    /// printed.
+    pub admin_keys: Vec<String>,
 }
 
 impl fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AuthConfig")
             .field("keys", &format_args!("<{} redacted>", self.keys.len()))
+            .field(
+                "admin_keys",
+                &format_args!("<{} redacted>", self.admin_keys.len()),
+            )
             .finish()
     }
 }

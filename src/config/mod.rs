@@ -56,6 +56,10 @@ pub struct ServerConfig {
     /// Threads serving clients, each with its own event loop, listener and upstream
     /// connections (`serve`); `None`: one per core.
     pub workers: Option<std::num::NonZeroU32>,
+    /// Host names (lowercase, no port) the admin endpoints and the dashboard answer to beside
+    /// the listen address's own (see `api::guard`): a browser sends the name it was pointed
+    /// at, and a name nobody configured is how a DNS rebinding attack arrives.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The wire format and URL scheme a provider speaks.

@@ -2,7 +2,7 @@
 //! scrolling above it; otherwise (a pipe, a CI log) the same as plain lines, a status line every
 //! few seconds.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use super::phases::Scheduled;
@@ -72,14 +72,14 @@ impl Progress {
     }
 
     /// Print a line above the status line.
-    #[expect(clippy::print_stdout, reason = "the demo's display")]
     pub(super) fn line(&mut self, text: &str) {
-        if self.tty && self.drawn {
-            print!("\r\x1b[2K");
-        }
-        println!("{text}");
+        let clear = if self.tty && self.drawn {
+            "\r\x1b[2K"
+        } else {
+            ""
+        };
+        out(&format!("{clear}{text}\n"));
         self.drawn = false;
-        let _ = std::io::stdout().flush();
     }
 
     /// A phase starts.
@@ -114,7 +114,6 @@ impl Progress {
     }
 
     /// Redraw (terminal) or print when due (plain) the status line.
-    #[expect(clippy::print_stdout, reason = "the demo's display")]
     pub(super) fn status(&mut self, s: &Status<'_>) {
         if !self.tty && s.elapsed < self.next_plain {
             return;
@@ -170,24 +169,31 @@ impl Progress {
             parts.push(("breakers closed".to_owned(), Some(GREEN)));
         }
         if self.tty {
-            print!("\r\x1b[2K{}", fit(&parts, self.width.saturating_sub(1)));
+            out(&format!(
+                "\r\x1b[2K{}",
+                fit(&parts, self.width.saturating_sub(1))
+            ));
             self.drawn = true;
-            let _ = std::io::stdout().flush();
         } else {
             let text: String = parts.into_iter().map(|(t, _)| t).collect();
-            println!("{text}");
+            out(&format!("{text}\n"));
             self.next_plain = s.elapsed + self.plain_every;
         }
     }
 
     /// Leave the status line on screen and move below it.
-    #[expect(clippy::print_stdout, reason = "the demo's display")]
     pub(super) fn finish(&mut self) {
         if self.tty && self.drawn {
-            println!();
+            out("\n");
             self.drawn = false;
         }
     }
+}
+
+/// To stdout (a closed pipe ends the demo quietly, see [`crate::cli::write_stdout`]); the
+/// display is best effort: any other write error is not the demo's failure.
+fn out(text: &str) {
+    let _ = crate::cli::write_stdout(text);
 }
 
 fn state_colour(state: &str) -> &'static str {

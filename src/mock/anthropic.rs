@@ -85,7 +85,8 @@ async fn messages(
             rejection.into_response()
         }
         Ok(answer) if answer.stream => {
-            super::stream::response(render::script(&reply, &answer), &plan, guard)
+            let script = render::script(&reply, &answer).with_error_body(&plan, Some("error"));
+            super::stream::response(script, &plan, guard)
         }
         Ok(answer) => super::whole(
             &plan,

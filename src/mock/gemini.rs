@@ -74,7 +74,8 @@ async fn generate(
         }
         Ok(answer) => match action {
             Action::Stream { sse: true } => {
-                super::stream::response(render::script(&reply, &answer), &plan, guard)
+                let script = render::script(&reply, &answer).with_error_body(&plan, None);
+                super::stream::response(script, &plan, guard)
             }
             Action::Stream { sse: false } => {
                 guard.complete();

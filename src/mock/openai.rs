@@ -107,7 +107,8 @@ async fn chat(
             rejection.into_response()
         }
         Ok(request) if request.stream => {
-            super::stream::response(render::script(&reply, &request), &plan, guard)
+            let script = render::script(&reply, &request).with_error_body(&plan, None);
+            super::stream::response(script, &plan, guard)
         }
         Ok(request) => super::whole(
             &plan,

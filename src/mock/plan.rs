@@ -31,7 +31,8 @@ pub struct FaultPlan {
     pub retry_after: Option<u64>,
     /// The body of the injected error, sent as it is instead of the dialect's error envelope
     /// (`error_code` is then unused): another server's shape, such as vLLM's or llama.cpp's.
-    /// Sent as `application/json` when it is JSON, else as `text/plain`.
+    /// Sent as `application/json` when it is JSON, else as `text/plain`. With
+    /// `inband_error_after` (and no `status`), the in-band error event's data instead.
     pub error_body: Option<String>,
     /// Delay before the response headers, for every request.
     pub latency_ms: u64,
@@ -51,8 +52,8 @@ pub struct FaultPlan {
     /// Streams: after this many content chunks, abort the connection (no chunked terminator, no
     /// finish, no `[DONE]`), like a provider that crashed mid-answer.
     pub cut_after_chunks: Option<u32>,
-    /// Streams: after this many content chunks, send an in-band `overloaded_error` event and end
-    /// the stream without `[DONE]`.
+    /// Streams: after this many content chunks, send an in-band `overloaded_error` event (or
+    /// `error_body`, when set) and end the stream without `[DONE]`.
     pub inband_error_after: Option<u32>,
     /// Streams: send one event that is not JSON just before content chunk N, then go on.
     pub malformed_chunk_at: Option<u32>,

@@ -33,6 +33,18 @@ pub(crate) struct Script {
     pub(crate) malformed: Bytes,
 }
 
+impl Script {
+    /// With the plan's `error_body` as the in-band error event's data, under `event: NAME` when
+    /// the dialect names its events (Anthropic's `error`): a provider's own words in a stream.
+    pub(crate) fn with_error_body(mut self, plan: &FaultPlan, event: Option<&str>) -> Script {
+        if let Some(body) = &plan.error_body {
+            let name = event.map(|n| format!("event: {n}\n")).unwrap_or_default();
+            self.inband_error = Bytes::from(format!("{name}data: {body}\n\n"));
+        }
+        self
+    }
+}
+
 /// One thing the body stream does.
 #[derive(Debug, Clone, PartialEq)]
 enum Step {
@@ -287,5 +299,24 @@ mod tests {
         drop(stream);
         let stats = state.stats();
         assert_eq!((stats.completed, stats.cancelled), (0, 1));
+    }
+
+    #[test]
+    fn error_body_replaces_the_in_band_error_in_the_dialect_framing() {
+        let plan = FaultPlan {
+            error_body: Some(r#"{"error":{"message":"own words"}}"#.into()),
+            ..Default::default()
+        };
+        let openai = script(1).with_error_body(&plan, None).inband_error;
+        assert_eq!(
+            &openai[..],
+            br#"data: {"error":{"message":"own words"}}
+
+"#
+        );
+        let anthropic = script(1).with_error_body(&plan, Some("error")).inband_error;
+        assert!(anthropic.starts_with(b"event: error\ndata: {"));
+        let unchanged = script(1).with_error_body(&FaultPlan::default(), None);
+        assert_eq!(unchanged.inband_error, script(1).inband_error);
     }
 }

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::after;
 use crate::config::BreakerPolicy;
 
 /// Buckets in the sliding window.
@@ -459,7 +460,7 @@ impl Breaker {
     ) -> Option<Transition> {
         if failed {
             self.phase = Phase::Open {
-                until: Some(now + self.policy.probe_interval),
+                until: Some(after(now, self.policy.probe_interval)),
             };
             self.since = now;
             return Some(Transition {
@@ -476,7 +477,7 @@ impl Breaker {
         let quick = (self.policy.probe_interval / 50).max(Duration::from_millis(10));
         self.phase = Phase::HalfOpen {
             successes,
-            next: now + quick,
+            next: after(now, quick),
             in_flight: None,
         };
         None
@@ -484,16 +485,16 @@ impl Breaker {
 
     fn trip(&mut self, now: Instant, reason: TripReason) -> Transition {
         let flip = self.closed_at.is_some_and(|c| {
-            now.saturating_duration_since(c) < self.policy.ramp + self.policy.window
+            now.saturating_duration_since(c) < self.policy.ramp.saturating_add(self.policy.window)
         });
         self.hold = if flip {
-            (self.hold * 2).min(self.policy.open_for_max)
+            self.hold.saturating_mul(2).min(self.policy.open_for_max)
         } else {
             self.policy.open_for
         };
         self.opens += 1;
         self.phase = Phase::Open {
-            until: Some(now + self.hold),
+            until: Some(after(now, self.hold)),
         };
         self.since = now;
         Transition {

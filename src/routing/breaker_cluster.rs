@@ -87,7 +87,7 @@ impl Breaker {
                         in_flight: None,
                     },
                     _ => Phase::Open {
-                        until: remaining.map(|d| now + d),
+                        until: remaining.map(|d| crate::clock::after(now, d)),
                     },
                 };
                 self.since = now;

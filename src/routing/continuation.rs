@@ -126,7 +126,10 @@ impl Continuation {
                     }
                 };
                 let start = Instant::now();
-                let deadline = start + policy.first_token_timeout.min(policy.attempt_timeout);
+                let deadline = crate::clock::after(
+                    start,
+                    policy.first_token_timeout.min(policy.attempt_timeout),
+                );
                 let forward = Forward::default();
                 match call_stream(target, body, client_wants_usage, deadline, forward, true).await {
                     Ok(committed) => {

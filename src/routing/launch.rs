@@ -16,6 +16,7 @@ use super::health::Verdict;
 use super::relay::{relay, RelayContext};
 use super::request::{Answer, Request};
 use super::Route;
+use crate::clock::after;
 use crate::config::MidStream;
 
 /// One attempt that finished (answered or failed).
@@ -44,7 +45,7 @@ pub(super) fn launch<'a>(
         let policy = &route.config.failover;
         let target = &route.targets[idx];
         let start = Instant::now();
-        let attempt_deadline = deadline.min(start + policy.attempt_timeout);
+        let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
         let context = &route.config.context;
         let client = Some(&req.client);
         let fitted = match fitted_body(target, context, &req.chat, &req.canonical, None, client) {
@@ -65,7 +66,8 @@ pub(super) fn launch<'a>(
         let dialect = forward.answer_dialect(target);
         let continues = policy.mid_stream == MidStream::Continue;
         let result = if req.chat.stream {
-            let first_token_deadline = attempt_deadline.min(start + policy.first_token_timeout);
+            let first_token_deadline =
+                attempt_deadline.min(after(start, policy.first_token_timeout));
             call_stream(
                 target,
                 fitted.body,

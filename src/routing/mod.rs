@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::audit::redact::Redactor;
 use crate::config::{Config, RouteConfig, TargetConfig};
 use crate::metrics::{names, AtomicHistogram, Registry};
 use crate::provider::{Provider, ProviderError};
@@ -62,6 +63,9 @@ pub struct Shared {
     target_budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
     /// Woken when a breaker has a state for the cluster (`[cluster]`).
     pub publish: Arc<tokio::sync::Notify>,
+    /// Every secret a config of this process has named: a key removed by a reload stays
+    /// masked (a request still in flight on the old table may see it echoed).
+    secrets: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -74,7 +78,19 @@ impl Shared {
             budgets: Mutex::default(),
             target_budgets: Mutex::default(),
             publish: Arc::default(),
+            secrets: Mutex::default(),
         })
+    }
+
+    /// The redactor for `config`: its secrets and those of every config before it.
+    fn redactor(&self, config: &Config) -> Redactor {
+        let mut known = self.secrets.lock().unwrap_or_else(PoisonError::into_inner);
+        for secret in Redactor::secrets_of(config) {
+            if !known.contains(&secret) {
+                known.push(secret);
+            }
+        }
+        Redactor::new(known.iter().cloned())
     }
 
     /// Every target's health, by target id (for the cluster sync).
@@ -88,6 +104,9 @@ impl Shared {
 #[derive(Debug)]
 pub struct Routing {
     pub config: Arc<Config>,
+    /// Masks the config's secrets (and earlier configs') in error answers to clients and in
+    /// audit records: the one redactor of this table, handed to the audit writer on reload.
+    pub redactor: Arc<Redactor>,
     routes: HashMap<String, Arc<Route>>,
     /// Every target once, in config order.
     targets: Vec<Arc<Target>>,
@@ -102,6 +121,8 @@ pub struct Route {
     pub hedges: HedgeMetrics,
     pub metrics: Arc<Registry>,
     pub events: Arc<Events>,
+    /// The table's redactor ([`Routing::redactor`]), for this route's error answers.
+    pub redactor: Arc<Redactor>,
     /// `requests_total` handles: one row per target, then one for "none", by
     /// [`RequestOutcome::index`].
     requests: Vec<[Arc<AtomicU64>; 4]>,
@@ -289,6 +310,7 @@ impl Routing {
         let mut targets = Vec::new();
         let mut routes = HashMap::new();
         let origin = Instant::now();
+        let redactor = Arc::new(shared.redactor(&config));
         for route in &config.routes {
             let mut resolved = Vec::with_capacity(route.targets.len());
             for t in &route.targets {
@@ -398,6 +420,7 @@ impl Routing {
                     hedges: HedgeMetrics::new(m, &route.name),
                     metrics: m.clone(),
                     events: shared.events.clone(),
+                    redactor: redactor.clone(),
                     requests: rows,
                     duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
                     breaker_open,
@@ -408,6 +431,7 @@ impl Routing {
         }
         Ok(Routing {
             config,
+            redactor,
             routes,
             targets,
         })

@@ -114,7 +114,7 @@ pub fn pick_target(
         }
     }
     if let Some((i, wait)) = soonest_parked {
-        if now + wait < deadline {
+        if crate::clock::after(now, wait) < deadline {
             return Some(Pick::After(i, wait));
         }
     }

@@ -35,7 +35,7 @@ pub async fn probe(target: Arc<Target>) {
     let Some(body) = probe_body(&target) else {
         return;
     };
-    let deadline = start + target.probe_timeout;
+    let deadline = crate::clock::after(start, target.probe_timeout);
     let result = call_full(&target, body, deadline, true, Forward::default()).await;
     let elapsed = start.elapsed();
     let verdict = match &result {

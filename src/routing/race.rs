@@ -19,6 +19,7 @@ use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::pick::{jittered, pick_target, Cursor, Pick};
 use super::request::{Answer, Failure, Outcome, Request};
 use super::{Route, Target};
+use crate::clock::after;
 use crate::metrics::names;
 
 /// What trying to start the next sequential attempt did.
@@ -71,7 +72,7 @@ impl<'a> Race<'a> {
             route,
             req,
             started,
-            deadline: started + timeout,
+            deadline: after(started, timeout),
             max_attempts: if req.failover {
                 policy.max_attempts.get() as usize
             } else {
@@ -163,7 +164,8 @@ impl<'a> Race<'a> {
                 self.req.chat.stream,
                 now,
             );
-            self.hedge_at = Some(self.hedge_at.map_or(now + d, |h| h.min(now + d)));
+            let at = after(now, d);
+            self.hedge_at = Some(self.hedge_at.map_or(at, |h| h.min(at)));
         }
     }
 
@@ -194,7 +196,7 @@ impl<'a> Race<'a> {
                 Some(Pick::After(i, wait)) => {
                     // Only parked targets remain: wait for the one that frees up first.
                     self.cur.move_to(i, same);
-                    self.next_at = Some(Instant::now() + wait);
+                    self.next_at = Some(after(Instant::now(), wait));
                     return Launch::Later;
                 }
             };
@@ -468,15 +470,15 @@ impl<'a> Race<'a> {
             NextStep::RetryQuick if self.cur.quick_retries_left > 0 => {
                 let spent = policy.same_target_retries - self.cur.quick_retries_left;
                 self.cur.quick_retries_left -= 1;
-                self.next_at = Some(self.deadline.min(now + jittered(spent)));
+                self.next_at = Some(self.deadline.min(after(now, jittered(spent))));
             }
             NextStep::RetryAfter(wait)
                 if self.cur.retry_after_wait_left
                     && wait <= policy.retry_after_wait
-                    && now + wait < self.deadline =>
+                    && after(now, wait) < self.deadline =>
             {
                 self.cur.retry_after_wait_left = false;
-                self.next_at = Some(now + wait);
+                self.next_at = Some(after(now, wait));
             }
             step => {
                 if let NextStep::RetryAfter(wait) = step {

@@ -274,8 +274,12 @@ impl Relay {
         }
     }
 
-    /// End the stream with an error the SDKs understand.
+    /// End the stream with an error the SDKs understand. Its message may quote the provider
+    /// (an in-band error event echoing its key): masked here, where every stream error event
+    /// is written, and only here; the chunks of a stream are never scanned (see
+    /// `api::respond`).
     fn fail(&mut self, outcome: AttemptOutcome, message: String) {
+        let message = self.ctx.route.redactor.redact(&message).into_owned();
         (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Error);
         self.close_attempt(outcome);
         self.attempts.append(&mut self.failed_tries);

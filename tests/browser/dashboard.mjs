@@ -2,8 +2,8 @@
 //   node tests/browser/dashboard.mjs http://127.0.0.1:PORT [SCREENSHOT.png]
 // Checks that the page shows every target of /admin/status with its breaker state, that a
 // breaker forced open through the admin API shows as open, that the page's own buttons close
-// and open it (with SWITCHYARD_KEY set, against a gateway with [auth] keys: asking for the key
-// once), that the event list shows the transition, and that the page loads nothing from
+// and open it (with SWITCHYARD_ADMIN_KEY set, against a gateway with [auth] admin_keys: asking
+// for the admin key once, and once more when SWITCHYARD_CLIENT_KEY is given first and refused), that the event list shows the transition, and that the page loads nothing from
 // anywhere but the gateway and logs no errors. Saves a screenshot (default target/dashboard.png)
 // and prints its path. Exit status 0 on success, 1 on a failed check, 2 on bad usage.
 //
@@ -26,9 +26,13 @@ const shot = path.resolve(process.argv[3] || path.join(here, "..", "..", "target
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 const step = (msg) => console.log(`dashboard test: ${msg}`);
 
-// A client key, when the gateway has [auth] keys: the admin API needs it, and the page's
+// An admin key, when the gateway has [auth] admin_keys: the admin API needs it, and the page's
 // buttons ask for it once (a prompt) and keep it for the tab.
-const key = process.env.SWITCHYARD_KEY || "";
+const key = process.env.SWITCHYARD_ADMIN_KEY || "";
+// A client key the first prompt is answered with, when set: the gateway refuses it (403) and
+// the page must ask again.
+const clientKey = key ? process.env.SWITCHYARD_CLIENT_KEY || "" : "";
+const wantPrompts = key ? (clientKey ? 2 : 1) : 0;
 
 async function admin(target, action) {
   const url = `${base}/admin/targets/${target}/breaker`;
@@ -60,8 +64,10 @@ try {
   page.setDefaultTimeout(10_000);
   page.on("console", (m) => {
     if (m.type() !== "error") return;
-    // The browser logs the 401 that makes the page ask for the key (counted as `prompts`).
+    // The browser logs the 401 (and, for the client key, the 403) that make the page ask for
+    // the key (counted as `prompts`).
     if (key && m.text().includes("status of 401")) return;
+    if (clientKey && m.text().includes("status of 403")) return;
     problems.push(`console error: ${m.text()}`);
   });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
@@ -69,7 +75,7 @@ try {
   page.on("dialog", async (d) => {
     if (d.type() === "prompt" && key) {
       prompts++;
-      await d.accept(key);
+      await d.accept(prompts === 1 && clientKey ? clientKey : key);
     } else {
       problems.push(`unexpected ${d.type()}: ${d.message()}`);
       await d.dismiss();
@@ -105,8 +111,8 @@ try {
   await page.locator(`#targets tr[data-target="${victim}"][data-state="closed"]`).waitFor();
   await row(victim).locator('button[data-action="open"]').click();
   await page.locator(`#targets tr[data-target="${victim}"][data-state="open"]`).waitFor();
-  if (prompts !== (key ? 1 : 0)) throw new Error(`asked for the client key ${prompts} times`);
-  step(`the page's close and open buttons work${key ? " (the client key asked for once)" : ""}`);
+  if (prompts !== wantPrompts) throw new Error(`asked for the admin key ${prompts} times, not ${wantPrompts}`);
+  step(`the page's close and open buttons work${key ? ` (the admin key asked for ${clientKey ? "again after a client key" : "once"})` : ""}`);
 
   // Let the charts gather a few seconds of history for the screenshot.
   await page.waitForTimeout(8000);

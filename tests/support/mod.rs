@@ -23,7 +23,8 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret`). Without an
+    /// Start a gateway for this config text (env: only `TEST_KEY=sk-test-secret` and
+    /// `TEST_ADMIN_KEY=sk-test-admin`). Without an
     /// `[audit]` table the audit log is off (its default would write a file in the crate).
     pub async fn start(toml: &str) -> Gateway {
         Self::launch(toml, None).await
@@ -106,10 +107,14 @@ impl Gateway {
 }
 
 /// The gateway's state for this config text, not served yet (env: only
-/// `TEST_KEY=sk-test-secret`). Without an `[audit]` table the audit log is off (its default
-/// would write a file in the crate).
+/// `TEST_KEY=sk-test-secret` and `TEST_ADMIN_KEY=sk-test-admin`). Without an `[audit]` table
+/// the audit log is off (its default would write a file in the crate).
 pub fn build(toml: &str) -> switchyard::api::AppState {
-    let env = |name: &str| (name == "TEST_KEY").then(|| "sk-test-secret".to_owned());
+    let env = |name: &str| match name {
+        "TEST_KEY" => Some("sk-test-secret".to_owned()),
+        "TEST_ADMIN_KEY" => Some(ADMIN_KEY.to_owned()),
+        _ => None,
+    };
     let toml = &if toml.contains("[audit]") {
         toml.to_owned()
     } else {
@@ -196,6 +201,27 @@ pub fn with_audit(toml: &str, store: &str, extra: &str) -> String {
 /// gateway's `TEST_KEY`).
 pub fn with_client_key(toml: &str) -> String {
     toml.replacen("[audit]", "[auth]\nkeys = [\"${TEST_KEY}\"]\n\n[audit]", 1)
+}
+
+/// The admin key of [`with_admin_key`] (the gateway's `TEST_ADMIN_KEY`).
+pub const ADMIN_KEY: &str = "sk-test-admin";
+
+/// `toml` (from [`config`], perhaps through [`with_client_key`]) with `[auth]` admin key
+/// `sk-test-admin` (the gateway's `TEST_ADMIN_KEY`).
+pub fn with_admin_key(toml: &str) -> String {
+    if toml.contains("[auth]\n") {
+        toml.replacen(
+            "[auth]\n",
+            "[auth]\nadmin_keys = [\"${TEST_ADMIN_KEY}\"]\n",
+            1,
+        )
+    } else {
+        toml.replacen(
+            "[audit]",
+            "[auth]\nadmin_keys = [\"${TEST_ADMIN_KEY}\"]\n\n[audit]",
+            1,
+        )
+    }
 }
 
 /// A mock plan under which every call answers 503.

@@ -2,7 +2,7 @@
 //! `response.rs`, streams (`streamGenerateContent?alt=sse`) in `stream.rs`.
 //!
 //! Notes on the mapping:
-//! - The model is in the URL ([`path`]), not the body: the parser leaves `model` empty.
+//! - The model is in the URL (`provider::gemini` builds it), not the body: the parser leaves `model` empty.
 //! - Roles are `user` and `model`; tool results are `functionResponse` parts in a `user` turn,
 //!   and consecutive same-role turns are merged.
 //! - Gemini function calls usually carry no id: the parsers make ids up (`call_...`), and a

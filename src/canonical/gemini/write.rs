@@ -219,7 +219,7 @@ fn push<'a>(contents: &mut Vec<OutContent<'a>>, role: &'static str, parts: Vec<O
     }
 }
 
-/// Writes `req` as a generateContent body (the model goes in the URL: [`super::path`]).
+/// Writes `req` as a generateContent body (the model goes in the URL, which `provider::gemini` builds).
 pub fn write_request(req: &ChatRequest, _model: &str) -> Result<Vec<u8>, TranslateError> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut contents = Vec::with_capacity(req.messages.len());

@@ -34,6 +34,7 @@ pub(super) struct RawServer {
     pub listen: Option<String>,
     pub max_body: Option<SizeText>,
     pub workers: Option<u32>,
+    pub allowed_hosts: Option<Vec<String>>,
 }
 
 /// One `[[providers]]` entry.
@@ -156,6 +157,7 @@ pub(super) struct RawAudit {
 #[serde(deny_unknown_fields, expecting = "an [auth] table")]
 pub(super) struct RawAuth {
     pub keys: Option<Vec<String>>,
+    pub admin_keys: Option<Vec<String>>,
 }
 
 /// `[cluster]`

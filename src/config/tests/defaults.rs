@@ -88,6 +88,25 @@ fn audit_auth_cluster_defaults() {
     assert_eq!(config.audit.retention, None);
     assert!(config.auth.is_none());
     assert!(config.cluster.is_none());
+    assert!(config.server.allowed_hosts.is_empty());
+}
+
+/// `[server] allowed_hosts` kept as the `Host` check compares them (lowercase, no trailing
+/// dot, IPv6 without brackets); `[auth]` with admin keys alone is valid (clients go free).
+#[test]
+fn allowed_hosts_and_admin_keys() {
+    let config = load(&with_route(
+        "[server]\nallowed_hosts = [\"Gateway.Internal.\", \"[fd00::1]\", \"10.0.0.5\"]\n\
+         [auth]\nadmin_keys = [\"${CLIENT_KEY}\"]",
+    ));
+    assert_eq!(
+        config.server.allowed_hosts,
+        ["gateway.internal", "fd00::1", "10.0.0.5"]
+    );
+    let auth = config.auth.as_ref().unwrap();
+    assert!(auth.keys.is_empty());
+    assert_eq!(auth.admin_keys, [CLIENT_KEY]);
+    assert!(!format!("{auth:?}").contains(CLIENT_KEY));
 }
 
 #[test]

@@ -260,3 +260,33 @@ fn every_error_is_reported_together() {
         ]
     );
 }
+
+/// A key with a character no HTTP header may carry (a newline read from a file into the
+/// variable) cannot be sent: `serve` could not build its provider, so the config refuses it,
+/// at its path and without echoing it. A client key alike: no client could send it.
+#[test]
+fn keys_that_cannot_be_sent_in_a_header_are_refused_without_echoing_them() {
+    let text = r#"
+[[providers]]
+name = "p"
+kind = "openai"
+base_url = "https://x"
+api_key = "sk-secret-with-newline\n"
+[[routes]]
+name = "r"
+targets = [{ provider = "p", model = "m" }]
+[auth]
+keys = ["client\u0000secret", "fine"]
+"#;
+    let errs = errors(text);
+    error_at(
+        &errs,
+        "providers[0].api_key",
+        "not allowed in an HTTP header",
+    );
+    error_at(&errs, "auth.keys[0]", "not allowed in an HTTP header");
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    for e in &errs {
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

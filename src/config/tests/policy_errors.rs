@@ -149,6 +149,32 @@ redis = "http://:hunter2@cache:6379""#,
     );
     error_at(&errors(&with_route("[auth]")), "auth.keys", "no keys");
     error_at(
+        &errors(&with_route("[auth]\nkeys = []\nadmin_keys = []")),
+        "auth.keys",
+        "no keys",
+    );
+    // A key in both lists would let a client administer.
+    let errs = errors(&with_route(
+        "[auth]\nkeys = [\"${CLIENT_KEY}\"]\nadmin_keys = [\"other\", \"${CLIENT_KEY}\", \"\"]",
+    ));
+    error_at(&errs, "auth.admin_keys[1]", "also a client key");
+    error_at(&errs, "auth.admin_keys[2]", "admin key is empty");
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert!(errs
+        .iter()
+        .all(|e| !e.to_string().contains("client-secret")));
+    let errs = errors(&with_route(
+        "[server]\nallowed_hosts = [\"https://gw.example\", \"gw.example:8080\", \"\", \"ok.example\"]",
+    ));
+    for i in 0..3 {
+        error_at(
+            &errs,
+            &format!("server.allowed_hosts[{i}]"),
+            "is not a host name",
+        );
+    }
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    error_at(
         &errors(&with_route("[cluster]")),
         "cluster.redis",
         "required",
@@ -158,4 +184,48 @@ redis = "http://:hunter2@cache:6379""#,
     ));
     error_at(&errs, "cluster.redis", "not a valid redis URL");
     error_at(&errs, "cluster.key_prefix", "without spaces");
+}
+
+/// A duration too long to be meant (or to be added to a clock reading: `u64::MAX` seconds made
+/// every request panic) is refused at its key path, with the limit; the longest allowed passes.
+#[test]
+fn absurd_durations_are_refused_with_the_limit() {
+    let huge = "99999999999999999s";
+    let errs = errors(&two_routes(
+        &format!("[defaults.breaker]\nopen_for_max = \"{huge}\""),
+        &format!(
+            "[routes.failover]\nattempt_timeout = \"{huge}\"\nrequest_timeout = \"18446744073709551615s\"\n\
+             [routes.hedge]\ndelay = \"400d\"\n[audit]\nretention = \"36501d\""
+        ),
+    ));
+    for (path, value, limit) in [
+        ("defaults.breaker.open_for_max", huge, "365d"),
+        ("routes[1].failover.attempt_timeout", huge, "365d"),
+        (
+            "routes[1].failover.request_timeout",
+            "18446744073709551615s",
+            "365d",
+        ),
+        ("routes[1].hedge.delay", "400d", "365d"),
+        ("audit.retention", "36501d", "36500d"),
+    ] {
+        let e = error_at(
+            &errs,
+            path,
+            &format!("`{value}` is too long: the limit for this key is {limit}"),
+        );
+        assert!(
+            e.to_string().starts_with(&format!("{path}: ")),
+            "the key path leads: {e}"
+        );
+    }
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    let ok = super::load(&with_route(
+        "[routes.failover]\nrequest_timeout = \"365d\"\nattempt_timeout = \"365d\"\n\
+         [routes.breaker]\nopen_for_max = \"365d\"\n[audit]\nstore = \"off\"\nretention = \"36500d\"",
+    ));
+    assert_eq!(
+        ok.routes[0].failover.request_timeout,
+        std::time::Duration::from_secs(365 * 86_400)
+    );
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use super::file::{RawAudit, RawAuth, RawCluster, RawConfig, RawServer};
 use super::{
-    parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig, ClusterConfig, Config,
-    ConfigError, ConfigErrors, ServerConfig,
+    format_duration, parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig,
+    ClusterConfig, Config, ConfigError, ConfigErrors, ServerConfig,
 };
 
 /// Built-in `[server]` values.
@@ -26,6 +26,14 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_MAX_BODY: &str = "8MiB";
 /// Built-in `[cluster] key_prefix`.
 const DEFAULT_KEY_PREFIX: &str = "switchyard";
+
+/// The longest duration any key but `audit.retention` takes. Longer is a typo, not a policy:
+/// and a value near `u64::MAX` seconds cannot be added to a clock reading at all, which made
+/// every request panic (`Instant + Duration` overflow) in a config that `check` had passed.
+pub(super) const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+/// The longest `audit.retention`: records may be kept for years (compliance), not forever by
+/// overflow (a retention past `i64` milliseconds would prune everything).
+const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Hint shared by every duration error.
 pub(super) const DURATION_HINT: &str =
@@ -98,12 +106,35 @@ impl Ctx<'_> {
         }
     }
 
-    /// A duration value; `positive` rejects zero.
+    /// A duration value, at most [`MAX_DURATION`]; `positive` rejects zero.
     pub(super) fn duration(&mut self, path: &str, raw: &str, positive: bool) -> Option<Duration> {
+        self.duration_within(path, raw, positive, MAX_DURATION)
+    }
+
+    /// A duration value, at most `max`; `positive` rejects zero.
+    pub(super) fn duration_within(
+        &mut self,
+        path: &str,
+        raw: &str,
+        positive: bool,
+        max: Duration,
+    ) -> Option<Duration> {
         let text = self.text(path, raw)?;
         match parse_duration(&text) {
             Ok(d) if positive && d.is_zero() => {
                 self.error(path, "must be greater than 0s", DURATION_HINT);
+                None
+            }
+            Ok(d) if d > max => {
+                self.error(
+                    path,
+                    format!(
+                        "`{}` is too long: the limit for this key is {}",
+                        text.trim(),
+                        format_duration(max)
+                    ),
+                    DURATION_HINT,
+                );
                 None
             }
             Ok(d) => Some(d),
@@ -158,11 +189,44 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
         }
         n
     });
+    let allowed_hosts = raw
+        .allowed_hosts
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, host)| allowed_host(ctx, &format!("server.allowed_hosts[{i}]"), host))
+        .collect();
     ServerConfig {
         listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
         max_body: max_body.unwrap_or(8 << 20),
         workers,
+        allowed_hosts,
     }
+}
+
+/// One `server.allowed_hosts` entry: a host name or IP address as a browser's `Host` header
+/// carries it, without scheme, port or path; kept lowercase, IPv6 without brackets.
+fn allowed_host(ctx: &mut Ctx<'_>, path: &str, raw: &str) -> Option<String> {
+    let text = ctx.text(path, raw)?;
+    let host = text.trim().trim_end_matches('.').to_ascii_lowercase();
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(&host);
+    let is_ip = bare.parse::<std::net::IpAddr>().is_ok();
+    let name_ok = !bare.is_empty()
+        && bare
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'));
+    if is_ip || name_ok {
+        return Some(bare.to_owned());
+    }
+    ctx.error(
+        path,
+        format!("`{text}` is not a host name"),
+        "write the name alone, as in the browser's address bar without scheme, port or path: \"gateway.internal\"",
+    );
+    None
 }
 
 /// More server threads than this is a typo, not a machine.
@@ -208,7 +272,7 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
     let retention = raw
         .retention
         .as_ref()
-        .and_then(|r| ctx.duration("audit.retention", &r.0, true));
+        .and_then(|r| ctx.duration_within("audit.retention", &r.0, true, MAX_RETENTION));
     AuditConfig {
         store,
         bodies: raw.bodies.unwrap_or(default.bodies),
@@ -218,27 +282,51 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
 
 fn auth(ctx: &mut Ctx<'_>, raw: &RawAuth) -> AuthConfig {
     let raw_keys = raw.keys.as_deref().unwrap_or_default();
-    if raw_keys.is_empty() {
+    let raw_admin = raw.admin_keys.as_deref().unwrap_or_default();
+    if raw_keys.is_empty() && raw_admin.is_empty() {
         ctx.error(
             "auth.keys",
             "[auth] is present but lists no keys",
-            "add keys = [\"${SWITCHYARD_CLIENT_KEY}\"], or remove [auth] to let any client in",
+            "add keys = [\"${SWITCHYARD_CLIENT_KEY}\"] for clients and admin_keys = [\"${SWITCHYARD_ADMIN_KEY}\"] for the admin API, or remove [auth] to let anyone in",
         );
     }
-    let mut keys = Vec::with_capacity(raw_keys.len());
-    for (i, key) in raw_keys.iter().enumerate() {
-        let path = format!("auth.keys[{i}]");
+    let keys = key_list(ctx, "auth.keys", "client", raw_keys);
+    let admin_keys = key_list(ctx, "auth.admin_keys", "admin", raw_admin);
+    for (i, key) in admin_keys.iter().enumerate() {
+        if keys.contains(key) {
+            // Never echo the value: this is a secret.
+            ctx.error(
+                format!("auth.admin_keys[{i}]"),
+                "this admin key is also a client key",
+                "give the admin API keys of its own: a client key must never administer",
+            );
+        }
+    }
+    AuthConfig { keys, admin_keys }
+}
+
+/// The keys of one `[auth]` list (`what`: client or admin), each non-empty and sendable in a
+/// header.
+fn key_list(ctx: &mut Ctx<'_>, at: &str, what: &str, raw: &[String]) -> Vec<String> {
+    let mut keys = Vec::with_capacity(raw.len());
+    for (i, key) in raw.iter().enumerate() {
+        let path = format!("{at}[{i}]");
         match ctx.text(&path, key) {
             Some(k) if k.is_empty() => ctx.error(
                 path,
-                "client key is empty",
+                format!("{what} key is empty"),
                 "set the environment variable to a non-empty key",
+            ),
+            Some(k) if http::HeaderValue::from_str(&k).is_err() => ctx.error(
+                path,
+                format!("{what} key contains a character not allowed in an HTTP header (a control character such as a newline): nobody could send it"),
+                "set the environment variable to the key alone, without a trailing newline",
             ),
             Some(k) => keys.push(k),
             None => {}
         }
     }
-    AuthConfig { keys }
+    keys
 }
 
 fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {

@@ -3,13 +3,13 @@
 //! path where the bad value was written.
 
 use super::pick::{at_least_one, dur, share, shown, word, Picked, Section};
-use super::Ctx;
+use super::{Ctx, MAX_DURATION};
 use crate::config::file::{
     RawBreaker, RawContext, RawDefaults, RawFailover, RawHedge, RawRetryBudget, RawRoute,
 };
 use crate::config::{
-    parse_duration, BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy,
-    MidStream, OnOverflow, RetryBudgetPolicy,
+    format_duration, parse_duration, BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay,
+    HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
 };
 
 /// One source of policy keys: a route's sections or `[defaults]`.
@@ -268,6 +268,18 @@ fn hedge_delay(
                 &p.path,
                 "must be greater than 0s",
                 "use enabled = false to turn hedging off",
+            );
+            None
+        }
+        Ok(d) if d > MAX_DURATION => {
+            ctx.error(
+                &p.path,
+                format!(
+                    "`{}` is too long: the limit for this key is {}",
+                    text.trim(),
+                    format_duration(MAX_DURATION)
+                ),
+                HINT,
             );
             None
         }

@@ -173,6 +173,17 @@ fn api_key(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> Option<String> {
         );
         return None;
     }
+    if http::HeaderValue::from_str(&key).is_err() {
+        // The key is sent in a header (`provider::Provider::new` refuses to build one that
+        // cannot be): a control character, usually a newline from a file read into the
+        // variable. Refused here so `check` says so, at its path. Never echo the value.
+        ctx.error(
+            path,
+            "api_key contains a character not allowed in an HTTP header (a control character such as a newline)",
+            "set the environment variable to the key alone, without a trailing newline",
+        );
+        return None;
+    }
     Some(key)
 }
 
