@@ -236,9 +236,10 @@ pub(super) async fn respond(
     let hedged = outcome.hedged;
     let turns_dropped = outcome.turns_dropped;
     let served = outcome.served_by().cloned();
-    let (audit_path, served_entry) = outcome.audit_path();
+    // The entry of the audit path that committed a stream (made only with the audit log on).
+    let mut served_entry = None;
     if let Some(rec) = &mut record {
-        rec.path = audit_path;
+        (rec.path, served_entry) = outcome.audit_path();
         rec.target = served.as_ref().map(|t| t.id().to_owned());
         rec.hedged = hedged;
         rec.turns_dropped = turns_dropped as u32;
