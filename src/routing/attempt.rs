@@ -81,19 +81,21 @@ fn body_error(_: hyper::Error) -> AttemptError {
 pub const PROBE_HEADER: &str = "x-switchyard-probe";
 
 /// Send the request and wait for a success status; error statuses are read whole.
-async fn send(
-    target: &Target,
+/// Not an `async fn` of its own: the call's future is `send_to`'s, one level less to store
+/// and move on every attempt.
+fn send<'a>(
+    target: &'a Target,
     body: Vec<u8>,
     probe: bool,
     stream: bool,
-    forward: Forward<'_>,
-) -> Result<Response<Body>, AttemptError> {
+    forward: Forward<'a>,
+) -> impl std::future::Future<Output = Result<Response<Body>, AttemptError>> + 'a {
     let url = if stream {
         &target.stream_url
     } else {
         &target.url
     };
-    send_to(target, url, body, probe, forward).await
+    send_to(target, url, body, probe, forward)
 }
 
 async fn send_to(
