@@ -33,6 +33,8 @@ pub enum AttemptOutcome {
     Status,
     /// A success status with a body that is not what the wire format says.
     Malformed,
+    /// An answer over `max_response_body` (a stream: before its first content).
+    TooLarge,
     /// An error event inside a stream.
     InBandError,
     /// A stream that ended before its first content.
@@ -64,6 +66,7 @@ impl AttemptOutcome {
             AttemptOutcome::FirstTokenTimeout => "first_token_timeout",
             AttemptOutcome::Status => "status",
             AttemptOutcome::Malformed => "malformed",
+            AttemptOutcome::TooLarge => "too_large",
             AttemptOutcome::InBandError => "in_band_error",
             AttemptOutcome::EmptyStream => "empty_stream",
             AttemptOutcome::Untranslatable => "untranslatable",
