@@ -357,31 +357,79 @@ async fn an_error_body_is_read_at_most_64_kib() {
     gw.stop().await;
 }
 
-/// The drain after the shutdown signal lasts at most `shutdown_timeout` (then at most a
-/// second to end what is left), even for an upstream stream that would go on for a quarter of
-/// an hour. (Before: the gateway waited as long as the stream went on.)
+/// The drain after the shutdown signal lasts at most `shutdown_timeout`, even for an upstream
+/// stream that would go on for a quarter of an hour and a request whose upstream answers in a
+/// minute. Then the stream ends with the error chunk and event, the request gets 503
+/// `shutting_down`, and both audit records say why, written before the log is flushed.
+/// (Before: the gateway waited as long as the stream went on.)
 #[tokio::test(start_paused = true)]
-async fn the_drain_lasts_at_most_shutdown_timeout() {
-    let m = mocks(1).await;
+async fn the_drain_lasts_at_most_shutdown_timeout_then_ends_what_is_open() {
+    let m = mocks(2).await;
     m[0].set_plan(FaultPlan {
         chunk_delay_ms: 1_000,
         words: 1_000,
         ..Default::default()
     });
-    let state = build(&with_server(&config(&m, ""), "shutdown_timeout = \"5s\""));
+    m[1].set_plan(FaultPlan {
+        latency_ms: 60_000,
+        ..Default::default()
+    });
+    let store = support::audit::TestStore::sqlite();
+    let toml = with_server(&config(&m, ""), "shutdown_timeout = \"5s\"")
+        + "\n[[routes]]\nname = \"slow\"\ntargets = [{ provider = \"p1\", model = \"model-1\" }]\n";
+    let state = build(&with_audit(&toml, &store.url(), ""));
     let mut gw = Gateway::serve(state.clone(), None).await;
     let mut stream = gw.chat(chat_body(true)).await;
     assert_eq!(stream.status(), 200);
     stream.chunk().await.unwrap();
+    let url = gw.url("/v1/chat/completions");
+    let slow = tokio::spawn(async move {
+        let mut body = chat_body(false);
+        body["model"] = "slow".into();
+        let resp = client().post(url).json(&body).send().await.unwrap();
+        (resp.status(), resp.json::<Value>().await.unwrap())
+    });
+    while user_requests(&m[1]) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let t0 = Instant::now();
     gw.signal_stop();
-    let rest = tokio::spawn(async move { stream.text().await });
+    let rest = tokio::spawn(async move { stream.text().await.unwrap() });
     gw.stop().await;
     let took = t0.elapsed();
     assert!(
-        took >= Duration::from_secs(5) && took <= Duration::from_secs(6),
-        "{took:?}"
+        took >= Duration::from_secs(5) && took < Duration::from_secs(6),
+        "ended at shutdown_timeout, not held to its grace: {took:?}"
     );
-    let _ = rest.await.unwrap();
-    assert_eq!(limit_count(&state, "shutdown_timeout").await, 1);
+    let events = sse_events(&rest.await.unwrap());
+    let finish = &events[events.len() - 2];
+    assert_eq!(finish["choices"][0]["finish_reason"], "error");
+    let last = events.last().unwrap();
+    assert_eq!(last["error"]["code"], "stream_interrupted");
+    let message = last["error"]["message"].as_str().unwrap();
+    assert!(message.contains("shutting down"), "{message}");
+    let (status, body) = slow.await.unwrap();
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "shutting_down", "{body}");
+    assert_eq!(
+        limit_count(&state, "shutdown_timeout").await,
+        2,
+        "two connections"
+    );
+
+    let records = store.all().await;
+    assert_eq!(records.len(), 2, "{records:#?}");
+    let stream_rec = records.iter().find(|r| r.stream).unwrap();
+    assert_eq!(stream_rec.status, 200);
+    assert!(stream_rec
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("shutting down"));
+    assert_eq!(stream_rec.path.last().unwrap().outcome, "shutdown");
+    let slow_rec = records.iter().find(|r| !r.stream).unwrap();
+    assert_eq!(slow_rec.status, 503);
+    assert!(slow_rec.error.as_deref().unwrap().contains("shutting down"));
+    assert_eq!(slow_rec.path[0].outcome, "shutdown");
+    store.cleanup().await;
 }

@@ -90,6 +90,7 @@ pub(super) fn launch<'a>(
                     target_idx: idx,
                     attempt_start: start,
                     request_start: started,
+                    deadline,
                     continuation,
                     report: Some(tx),
                 };

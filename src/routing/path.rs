@@ -43,8 +43,10 @@ pub enum AttemptOutcome {
     Untranslatable,
     /// A committed stream whose connection closed before the answer was complete.
     Cut,
-    /// A committed stream that sent nothing for `idle_timeout`.
+    /// A committed stream that sent no content for `idle_timeout`.
     Stall,
+    /// Ended by the shutdown: its drain ran out of time (`shutdown_timeout`).
+    Shutdown,
     /// A restarted continuation whose answer differed from what the client had.
     Diverged,
     /// A continuation whose target refused the prefill (it was asked again from the start).
@@ -72,6 +74,7 @@ impl AttemptOutcome {
             AttemptOutcome::Untranslatable => "untranslatable",
             AttemptOutcome::Cut => "cut",
             AttemptOutcome::Stall => "stall",
+            AttemptOutcome::Shutdown => "shutdown",
             AttemptOutcome::Diverged => "diverged",
             AttemptOutcome::PrefillRejected => "prefill_rejected",
         }
