@@ -119,7 +119,9 @@ impl Continuation {
                     &self.chat,
                     &self.canonical,
                     partial,
-                ) {
+                )
+                .await
+                {
                     Ok((body, _)) => body,
                     Err(e) => {
                         tracing::warn!(target = %target.id(), kind = e.kind(), "cannot ask for a continuation");

@@ -47,7 +47,7 @@ pub(super) fn launch<'a>(
         let attempt_deadline = deadline.min(start + policy.attempt_timeout);
         let context = &route.config.context;
         let (body, turns_dropped) =
-            match fitted_body(target, context, &req.chat, &req.canonical, None) {
+            match fitted_body(target, context, &req.chat, &req.canonical, None).await {
                 Ok(fitted) => fitted,
                 Err(e) => {
                     return Done {
