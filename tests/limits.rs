@@ -433,3 +433,36 @@ async fn the_drain_lasts_at_most_shutdown_timeout_then_ends_what_is_open() {
     assert_eq!(slow_rec.path[0].outcome, "shutdown");
     store.cleanup().await;
 }
+
+/// An upstream SSE event that grows without end (`data:` lines and never the blank line that
+/// ends the event) is cut at 4 MiB: before the first content the attempt fails and the next
+/// target answers; after it, the stream is continued elsewhere. Counted either way. (Before:
+/// the event's data grew in memory for as long as the upstream sent.)
+#[tokio::test]
+async fn an_endless_sse_event_is_an_attempt_failure() {
+    let line = format!("data: {}\n", "x".repeat(64 * 1024));
+    for committed in [false, true] {
+        let m = mocks(2).await;
+        m[0].set_plan(FaultPlan {
+            first_token_ms: if committed { 0 } else { 60_000 },
+            stall_after_chunks: committed.then_some(2),
+            keepalive_ms: 1,
+            keepalive_event: Some(line.clone()),
+            ..Default::default()
+        });
+        let state = build(&config(&m, "[routes.hedge]\nenabled = false"));
+        let gw = Gateway::serve(state.clone(), None).await;
+        let resp = gw.chat(chat_body(true)).await;
+        assert_eq!(resp.status(), 200);
+        let events = sse_events(&resp.text().await.unwrap());
+        assert_eq!(stream_text(&events), canonical_text(12, 0), "{committed}");
+        assert_eq!(events.last().unwrap(), "[DONE]");
+        assert_eq!(limit_count(&state, "sse_event").await, 1, "{committed}");
+        assert_eq!(
+            user_requests(&m[1]),
+            1,
+            "{committed}: the next target answered"
+        );
+        gw.stop().await;
+    }
+}

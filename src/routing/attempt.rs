@@ -147,9 +147,14 @@ pub async fn call_stream(
         }
         let mut upstream = provider::stream(resp.into_body());
         if target.dialect != Dialect::OpenAi {
-            upstream = transcode::stream_to_openai(upstream, target.dialect);
+            upstream = transcode::stream_to_openai(
+                upstream,
+                target.dialect,
+                target.limits.sse_event.clone(),
+            );
         }
-        let mut decoder = SseDecoder::new();
+        // Bounded lines and events: one over the bound reads as an in-band error.
+        let mut decoder = SseDecoder::counting(target.limits.sse_event.clone());
         let mut tracker = ChunkTracker::new(client_wants_usage);
         let mut head = Vec::new();
         // Bytes read before the commit point: an upstream sending endless role-only chunks or
