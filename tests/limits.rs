@@ -466,3 +466,40 @@ async fn an_endless_sse_event_is_an_attempt_failure() {
         gw.stop().await;
     }
 }
+
+/// A model name a client made 4 MiB long is stored cut to 256 bytes as `route`, and the error
+/// that quotes it cut to 1 KiB, each ending in the marker, and counted. (Before: stored whole,
+/// twice per record; ten such requests grew the database by 149 MB.)
+#[tokio::test]
+async fn audit_fields_are_stored_cut_to_their_size() {
+    let m = mocks(1).await;
+    let store = support::audit::TestStore::sqlite();
+    let toml = with_audit(&config(&m, ""), &store.url(), "").replace("64KiB", "8MiB");
+    let state = build(&toml);
+    let gw = Gateway::serve(state.clone(), None).await;
+    let mut body = chat_body(false);
+    body["model"] = "m".repeat(4 << 20).into();
+    let resp = gw.chat(body).await;
+    assert_eq!(resp.status(), 404);
+    drop(resp); // its 4 MiB answer unread would hold the drain
+    gw.stop().await;
+    let records = store.all().await;
+    assert_eq!(records.len(), 1);
+    let marker = switchyard::audit::TRUNCATED;
+    let route = &records[0].route;
+    assert_eq!(route.len(), 256);
+    assert!(
+        route.ends_with(marker) && route.starts_with("mmmm"),
+        "{route}"
+    );
+    let error = records[0].error.as_deref().unwrap();
+    assert_eq!(error.len(), 1024);
+    assert!(error.ends_with(marker), "{error}");
+    assert!(error.starts_with("the model `mmm"), "{error}");
+    assert_eq!(
+        limit_count(&state, "audit_field").await,
+        2,
+        "the route, the error"
+    );
+    store.cleanup().await;
+}
