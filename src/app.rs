@@ -1,5 +1,8 @@
 //! Wiring: build the state from a config, serve the router, reload on SIGHUP or a file change,
 //! drain in-flight requests and streams on shutdown. Tests and the binary share [`serve`].
+//! `conn.rs` holds the accept loop and what bounds each client connection (`[server]`).
+
+mod conn;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -7,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::auth::Auth;
@@ -39,7 +41,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
     let hosts = Arc::new(Hosts::new(&config.server));
     let config_auth = config.auth.clone();
-    let shared = Shared::new(Registry::new());
+    let shared = Shared::new(Registry::new(), config.server.max_response_body);
     let routing = Routing::build(Arc::new(config), &shared)?;
     let redactor = Arc::new(ArcSwap::new(routing.redactor.clone()));
     let auth = config_auth.map(|a| Arc::new(Auth::new(&a)));
@@ -61,12 +63,13 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
     }))
 }
 
-/// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests,
-/// on the runtime it is called from (tests, the demo; `serve` uses [`Server`]). The health
-/// prober runs alongside and stops with it. The audit writer (unless `state` already has one)
-/// starts here, once: a reload does not restart it; it is flushed after the last request
-/// drained. `state.readiness` is ready once the background runs and the listener serves, and
-/// draining from the moment `shutdown` resolves.
+/// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests
+/// (at most `[server] shutdown_timeout`; then what is left is ended), on the runtime it is
+/// called from (tests, the demo; `serve` uses [`Server`]). The health prober runs alongside and
+/// stops with it. The audit writer (unless `state` already has one) starts here, once: a reload
+/// does not restart it; it is flushed after the last request drained. `state.readiness` is
+/// ready once the background runs and the listener serves, and draining from the moment
+/// `shutdown` resolves.
 pub async fn serve(
     listener: TcpListener,
     mut state: AppState,
@@ -75,11 +78,18 @@ pub async fn serve(
     let background = Background::start(&mut state).await?;
     let readiness = state.readiness.clone();
     let shutdown = draining(readiness.clone(), shutdown);
+    let gate = gate(&state);
     // The listener is bound: what connects now is served as soon as the accept loop runs.
     readiness.set_ready();
-    let result = serve_on(listener, router(state), shutdown).await;
+    let result = conn::serve_on(listener, router(state), shutdown, gate).await;
     background.stop().await;
     result
+}
+
+/// The `[server]` bounds of `state`'s config (as it started: a reload does not change them),
+/// shared by every listener.
+fn gate(state: &AppState) -> Arc<conn::Gate> {
+    conn::Gate::new(&state.routing.load().config.server, state.shared.clone())
 }
 
 /// `shutdown`, marking the gateway draining the moment it resolves (before in-flight requests
@@ -87,22 +97,6 @@ pub async fn serve(
 async fn draining(readiness: Readiness, shutdown: impl Future<Output = ()>) {
     shutdown.await;
     readiness.set_draining();
-}
-
-/// One listener's accept loop and connections, drained when `shutdown` resolves.
-async fn serve_on(
-    listener: TcpListener,
-    app: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), AppError> {
-    // Small writes (SSE chunks, headers then body) must leave at once: no Nagle.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    Ok(())
 }
 
 /// What runs beside the server: the audit writer, the health prober, the cluster sync.
@@ -212,7 +206,8 @@ impl Server {
     }
 
     /// Serve until `shutdown` resolves (or a server thread fails), then drain every thread's
-    /// in-flight requests and streams, and flush the audit log. `state.readiness` is ready once
+    /// in-flight requests and streams (at most `[server] shutdown_timeout`; then what is left
+    /// is ended), and flush the audit log. `[server]` bounds apply over all threads together. `state.readiness` is ready once
     /// the background runs and every server thread was spawned, and draining from the moment
     /// `shutdown` resolves (or a thread fails).
     ///
@@ -229,6 +224,7 @@ impl Server {
             let _ = stopping.wait_for(|stop| *stop).await;
         };
         let readiness = state.readiness.clone();
+        let gate = gate(&state);
         let mut listeners = self.listeners.into_iter();
         let Some(first) = listeners.next() else {
             return Err(std::io::Error::other("no listener").into());
@@ -238,6 +234,7 @@ impl Server {
         let (ready, router_rx) = tokio::sync::oneshot::channel();
         let (flush, flush_rx) = tokio::sync::oneshot::channel::<()>();
         let stop0 = stopped(stopping.clone());
+        let gate0 = gate.clone();
         let mut threads = vec![spawn_thread(0, move || async move {
             let background = match Background::start(&mut state).await {
                 Ok(b) => b,
@@ -249,7 +246,7 @@ impl Server {
             let app = router(state);
             let _ = ready.send(Some(app.clone()));
             let result = match TcpListener::from_std(first) {
-                Ok(listener) => serve_on(listener, app, stop0).await,
+                Ok(listener) => conn::serve_on(listener, app, stop0, gate0).await,
                 Err(e) => Err(e.into()),
             };
             let _ = flush_rx.await;
@@ -267,9 +264,9 @@ impl Server {
         };
         let mut all_spawned = true;
         for (i, listener) in listeners.enumerate() {
-            let (app, stop_i) = (app.clone(), stopped(stopping.clone()));
+            let (app, stop_i, gate) = (app.clone(), stopped(stopping.clone()), gate.clone());
             let spawned = spawn_thread(i + 1, move || async move {
-                serve_on(TcpListener::from_std(listener)?, app, stop_i).await
+                conn::serve_on(TcpListener::from_std(listener)?, app, stop_i, gate).await
             });
             match spawned {
                 Ok(done) => threads.push(done),

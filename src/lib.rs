@@ -1,7 +1,8 @@
 //! switchyard: an LLM gateway that keeps AI agents answering when a model provider fails.
 //!
 //! # Layout
-//! - [`cli`], [`app`]: the command line; wiring (build state, serve, reload, drain).
+//! - [`cli`], [`app`]: the command line; wiring (build state, serve, reload, drain); the accept
+//!   loop and what bounds each client connection (`[server]` timeouts and caps) in `app/conn.rs`.
 //! - [`config`]: the TOML file, parsed and validated into a [`config::Config`] that cannot be
 //!   invalid; every error names its key path.
 //! - [`api`]: the inbound edge: the OpenAI (`/v1/chat/completions`) and Anthropic
@@ -36,6 +37,9 @@
 //!   Redis, off the request path (a sync task, once a second).
 //!
 //! # The request path
+//! 0. The connection was accepted under `max_connections` and delivered its head within
+//!    `header_timeout`; a client API request is admitted under `max_in_flight` (else 503 at
+//!    once) and holds its place until its answer (a stream: its last chunk) ends.
 //! 1. `api::openai::chat_completions` (or `api::anthropic::messages`, which translates the body
 //!    to the OpenAI shape once) takes a [`request_id`]; `api::respond::Edge::open` checks the
 //!    client key and controls and reads the body within `max_body`; an OpenAI body is parsed
@@ -45,14 +49,16 @@
 //! 3. The race (`routing::race`) picks the first usable target ([`routing::pick`]: breaker
 //!    admits, not parked) and launches an attempt (`routing::launch`) with the body
 //!    [`routing::body`] fits to it: the client's bytes with the target's model spliced in
-//!    (another dialect: written from the canonical model; a too-long conversation: trimmed),
-//!    under `attempt_timeout` (streams: `first_token_timeout`).
+//!    (another dialect: written from the canonical model; a too-long conversation: counted and
+//!    trimmed on the blocking pool), under `attempt_timeout` (streams: `first_token_timeout`);
+//!    its answer is read within `max_response_body`.
 //! 4. A failed attempt is classified ([`routing::classify::AttemptError`]): retry here, move
 //!    on, or return the provider's client error as is. A slow one is hedged after the hedge
 //!    delay; the first good answer wins and the others are dropped (connections closed). Each
 //!    attempt's [`routing::path::Attempt`] joins the path.
 //! 5. A stream is committed at its first content ([`wire::chunks`]); until then nothing
-//!    reaches the client. After it, [`routing::relay`] forwards chunks; a break is continued on
+//!    reaches the client. After it, [`routing::relay`] forwards chunks until the request's
+//!    deadline; a break (a cut, no content for `idle_timeout`, an error event) is continued on
 //!    another target or ends with an error event, never a silently truncated answer.
 //! 6. Every outcome feeds the target's breaker and SLIs and `requests_total`
 //!    ([`routing::path::RequestOutcome`]); the edge writes the audit record (for a stream, when

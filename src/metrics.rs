@@ -25,6 +25,77 @@ pub mod names {
     pub const RETRY_BUDGET_EXHAUSTED: &str = "switchyard_retry_budget_exhausted_total";
     pub const CLUSTER_CONNECTED: &str = "switchyard_cluster_connected";
     pub const CLUSTER_SYNC_FAILURES: &str = "switchyard_cluster_sync_failures_total";
+    pub const LIMITS: &str = "switchyard_limits_total";
+}
+
+/// The `limit` label of [`names::LIMITS`]: which bound acted. One series per value, made at
+/// start ([`LimitCounters`]), so the request path only adds to an atomic.
+pub mod limit {
+    /// A client did not send its request head within `header_timeout`: closed.
+    pub const HEADER_TIMEOUT: &str = "header_timeout";
+    /// A kept-alive connection idle for `idle_timeout`: closed.
+    pub const IDLE_TIMEOUT: &str = "idle_timeout";
+    /// A connection beyond `max_connections`: accepted and closed at once.
+    pub const MAX_CONNECTIONS: &str = "max_connections";
+    /// A request beyond `max_in_flight`: 503.
+    pub const MAX_IN_FLIGHT: &str = "max_in_flight";
+    /// An upstream answer (or stream before its first content) over `max_response_body`: the
+    /// attempt failed.
+    pub const MAX_RESPONSE_BODY: &str = "max_response_body";
+    /// A request or stream still open when `shutdown_timeout` passed: ended.
+    pub const SHUTDOWN_TIMEOUT: &str = "shutdown_timeout";
+    /// A committed stream whose whole length passed `request_timeout`: ended with an error.
+    pub const STREAM_DEADLINE: &str = "stream_deadline";
+    /// An upstream SSE line or event over the decoder's bound: the attempt failed.
+    pub const SSE_EVENT: &str = "sse_event";
+    /// An upstream error body over its bound: read only that far.
+    pub const ERROR_BODY: &str = "error_body";
+    /// An audit field over its bound: stored truncated, with a marker.
+    pub const AUDIT_FIELD: &str = "audit_field";
+    /// A token count that could not run (input too large, or the tokenizer panicked): a byte
+    /// estimate was used instead.
+    pub const TOKEN_COUNT: &str = "token_count";
+}
+
+/// A counter per [`limit`] label, resolved once.
+#[derive(Debug, Clone)]
+pub struct LimitCounters {
+    pub header_timeout: Arc<AtomicU64>,
+    pub idle_timeout: Arc<AtomicU64>,
+    pub max_connections: Arc<AtomicU64>,
+    pub max_in_flight: Arc<AtomicU64>,
+    pub max_response_body: Arc<AtomicU64>,
+    pub shutdown_timeout: Arc<AtomicU64>,
+    pub stream_deadline: Arc<AtomicU64>,
+    pub sse_event: Arc<AtomicU64>,
+    pub error_body: Arc<AtomicU64>,
+    pub audit_field: Arc<AtomicU64>,
+    pub token_count: Arc<AtomicU64>,
+}
+
+impl LimitCounters {
+    /// The counters of `registry` (at zero until a limit acts; they render at once).
+    pub fn new(registry: &Registry) -> LimitCounters {
+        let c = |label| registry.counter(names::LIMITS, &[("limit", label)]);
+        LimitCounters {
+            header_timeout: c(limit::HEADER_TIMEOUT),
+            idle_timeout: c(limit::IDLE_TIMEOUT),
+            max_connections: c(limit::MAX_CONNECTIONS),
+            max_in_flight: c(limit::MAX_IN_FLIGHT),
+            max_response_body: c(limit::MAX_RESPONSE_BODY),
+            shutdown_timeout: c(limit::SHUTDOWN_TIMEOUT),
+            stream_deadline: c(limit::STREAM_DEADLINE),
+            sse_event: c(limit::SSE_EVENT),
+            error_body: c(limit::ERROR_BODY),
+            audit_field: c(limit::AUDIT_FIELD),
+            token_count: c(limit::TOKEN_COUNT),
+        }
+    }
+}
+
+/// Add one to a limit's counter.
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 fn help(name: &str) -> (&'static str, &'static str) {
@@ -65,6 +136,10 @@ fn help(name: &str) -> (&'static str, &'static str) {
             "1 when the last sync with the cluster's Redis succeeded, else 0.",
         ),
         names::CLUSTER_SYNC_FAILURES => ("counter", "Sync rounds with Redis that failed."),
+        names::LIMITS => (
+            "counter",
+            "Times a bound on what a client or upstream controls acted, by limit.",
+        ),
         _ => ("untyped", ""),
     }
 }

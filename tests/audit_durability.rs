@@ -300,3 +300,85 @@ async fn retention_prunes_old_records(store: TestStore) {
     writer.shutdown().await;
     store.cleanup().await;
 }
+
+/// A record of about 10 KiB (a request body; records with bodies can be megabytes).
+fn big_record(i: usize, time_ms: i64) -> AuditRecord {
+    AuditRecord {
+        request_body: Some("x".repeat(10 * 1024)),
+        ..record(i, time_ms)
+    }
+}
+
+/// The request threads' buffers are bounded in bytes as well as in records: records of
+/// 10 KiB beyond `queue_bytes` are dropped (counted), never held. (Before: 10,000 records in
+/// all, whatever their size.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_is_bounded_in_bytes() {
+    let store = TestStore::sqlite();
+    let limits = Limits {
+        queue_bytes: 100 * 1024,
+        ..Limits::default()
+    };
+    let metrics = Registry::new();
+    let (audit, writer) = start_log(
+        switchyard::audit::query::parse_db_url(&store.url()).unwrap(),
+        None,
+        limits,
+        &metrics,
+    )
+    .await;
+    // Faster than the writer takes them (every 20 ms), from one thread: one buffer.
+    for i in 0..100 {
+        audit.submit(big_record(i, 1_700_000_000_000));
+    }
+    let s = audit.status();
+    assert!(s.queued < 20 && s.dropped > 80, "{s:?}");
+    assert_eq!(s.queued + s.dropped, 100, "{s:?}");
+    writer.shutdown().await;
+    assert_eq!(store.all().await.len() as u64, 100 - s.dropped);
+    assert!(metrics
+        .render()
+        .contains(&format!("switchyard_audit_dropped_total {}", s.dropped)));
+    store.cleanup().await;
+}
+
+/// While the store is down, the writer keeps at most `pending_bytes` of records; the oldest
+/// beyond that are dropped (counted), and what is kept is written once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_writer_keeps_for_a_failing_store_is_bounded_in_bytes() {
+    let store = TestStore::postgres().await;
+    let proxy = TcpProxy::start("127.0.0.1:5432").await;
+    let limits = Limits {
+        pending_bytes: 200 * 1024,
+        shutdown_retry_for: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let url = store.url_via(&proxy.addr.to_string());
+    let (audit, writer) =
+        start_log(AuditStore::Postgres(url), None, limits, &Registry::new()).await;
+    proxy.set_up(false);
+    for chunk in 0..10 {
+        for i in chunk * 10..chunk * 10 + 10 {
+            audit.submit(big_record(i, 1_700_000_000_000));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let lost = eventually(10, || async {
+        let s = audit.status();
+        (s.failing && s.dropped + s.queued == 100).then_some(s)
+    })
+    .await
+    .unwrap_or_else(|| panic!("{:?}", audit.status()));
+    // Kept: what fits 200 KiB, and the batch the sink is retrying (its first 10 records).
+    assert!(lost.dropped >= 60 && lost.queued <= 35, "{lost:?}");
+    proxy.set_up(true);
+    writer.shutdown().await;
+    let all = store.all().await;
+    assert_eq!(all.len() as u64, lost.queued);
+    assert_eq!(
+        all.last().unwrap().request_id,
+        "req-99",
+        "the newest are kept"
+    );
+    store.cleanup().await;
+}

@@ -76,3 +76,112 @@ async fn with_on_overflow_error_nothing_is_trimmed() {
         long_conversation()["messages"].as_array().unwrap().len()
     );
 }
+
+/// Two mocks; route `chat` on `p0/gpt-4o` alone (tiktoken's `o200k_base`) with a context
+/// window of `window` tokens, route `small` on `p1/model-1`; bodies up to 9 MiB.
+fn tokenizer_config(m: &[switchyard::mock::MockServer], window: u32) -> String {
+    let mut toml = String::from("[server]\nmax_body = \"9MiB\"\n\n");
+    for (i, mock) in m.iter().enumerate() {
+        toml += &format!(
+            "[[providers]]\nname = \"p{i}\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n\n",
+            mock.base_url()
+        );
+    }
+    toml + &format!(
+        "[[routes]]\nname = \"chat\"\n\
+         targets = [{{ provider = \"p0\", model = \"gpt-4o\", context_window = {window} }}]\n\n\
+         [[routes]]\nname = \"small\"\ntargets = [{{ provider = \"p1\", model = \"model-1\" }}]\n"
+    )
+}
+
+fn one_message(content: String) -> Value {
+    json!({"model": "chat", "max_tokens": 16, "messages": [{"role": "user", "content": content}]})
+}
+
+/// About a million consecutive spaces (under the default 8 MiB body limit) made tiktoken's
+/// regex panic inside the gateway, and the client got an empty reply. Counted in pieces, they
+/// are a few thousand tokens that fit: the answer is a proper one.
+#[tokio::test]
+async fn a_million_spaces_get_a_proper_answer() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&tokenizer_config(&m, 128_000)).await;
+    let resp = client()
+        .post(gw.url("/v1/chat/completions"))
+        .json(&one_message(" ".repeat(1_000_000)))
+        .send()
+        .await
+        .expect("an answer, not an empty reply");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/gpt-4o");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(
+        completion_text(&body),
+        switchyard::mock::canonical_text(12, 0)
+    );
+}
+
+/// A conversation that must be counted is counted off the server thread: an unrelated small
+/// request is answered while a large one (one 8 MiB word: seconds of tokenizer time) waits for
+/// its count. The gateway serves on this test's single thread; the one thread of its blocking
+/// pool is held by the test until the small request has its answer, so the large count cannot
+/// finish first. Had the count run on the server thread, the small request's answer (its
+/// upstream holds it 2 s, long after the large count began) would wait for it instead.
+#[test]
+fn a_long_token_count_does_not_hold_an_unrelated_request() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let m = mocks(2).await;
+        m[1].set_plan(switchyard::mock::FaultPlan {
+            latency_ms: 2_000,
+            ..Default::default()
+        });
+        let gw = Gateway::start(&tokenizer_config(&m, 500_000)).await;
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let blocker = tokio::task::spawn_blocking(move || {
+            let _ = held.recv();
+        });
+        let url = gw.url("/v1/chat/completions");
+        let small = tokio::spawn({
+            let url = url.clone();
+            async move {
+                let mut body = one_message("hi".into());
+                body["model"] = "small".into();
+                client()
+                    .post(url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            }
+        });
+        while user_requests(&m[1]) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let mut large = tokio::spawn(async move {
+            let resp = client()
+                .post(url)
+                .json(&one_message("a".repeat(8 << 20)))
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.text().await.unwrap())
+        });
+        tokio::select! {
+            status = small => assert_eq!(status.unwrap(), 200),
+            done = &mut large => panic!("the large request ended first: {done:?}"),
+        }
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        let (status, body) = large.await.unwrap();
+        // Its one message is far over the window (counted in bounds): its target cannot take it.
+        assert_eq!(status, 502, "{body}");
+        assert!(body.contains("does not fit"), "{body}");
+        assert_eq!(user_requests(&m[0]), 0);
+        assert_eq!(user_requests(&m[1]), 1);
+    });
+}

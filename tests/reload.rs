@@ -86,6 +86,28 @@ async fn a_reload_names_what_waits_for_a_restart() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// `[server] max_response_body` is applied by the routing table, which a reload rebuilds: the
+/// rebuilt targets still apply the limit the gateway started with.
+#[tokio::test]
+async fn a_reload_keeps_the_running_max_response_body() {
+    let m = mocks(1).await;
+    let path = temp_file("max-response-body");
+    let first = file_config(&m);
+    let state = state_from(&path, &first);
+    let second = first.replace("max_body = \"64KiB\"", "max_response_body = \"1KiB\"");
+    std::fs::write(&path, second).unwrap();
+    let pending = switchyard::app::reload(&state, &path).unwrap();
+    assert_eq!(pending, ["[server]"]);
+    let routing = state.routing.load();
+    let target = &routing.route("chat").unwrap().targets[0];
+    assert_eq!(
+        target.max_response_body,
+        64 << 20,
+        "the running limit stays"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 /// Client keys rotate on reload: the new key works at once, the old one no longer does.
 #[tokio::test]
 async fn client_keys_rotate_on_reload() {

@@ -224,3 +224,94 @@ async fn durations_past_the_clock_never_panic_a_request() {
     assert_eq!(breaker_state(&status(&gw).await, "p0/model-0"), "open");
     gw.stop().await;
 }
+
+/// Liveness is measured on content: an upstream that, after its first tokens, sends only
+/// `: keepalive` comments, or only empty chunks, stalls out at `idle_timeout` all the same.
+/// (Before: each comment reset the idle timer, and the stream never ended.)
+#[tokio::test(start_paused = true)]
+async fn keepalives_and_empty_chunks_do_not_keep_a_stalled_stream_alive() {
+    let empty = "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n";
+    for keepalive in [None, Some(empty.to_owned())] {
+        let m = mocks(2).await;
+        let policy = POLICY.replace("[routes.hedge]", "mid_stream = \"error\"\n[routes.hedge]");
+        let gw = Gateway::start(&config(&m, &policy)).await;
+        m[0].set_plan(FaultPlan {
+            stall_after_chunks: Some(2),
+            keepalive_ms: 500,
+            keepalive_event: keepalive.clone(),
+            ..Default::default()
+        });
+        let t0 = Instant::now();
+        let read = async { gw.chat(chat_body(true)).await.text().await.unwrap() };
+        let body = tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap_or_else(|_| panic!("never stalled out ({keepalive:?})"));
+        let elapsed = t0.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4),
+            "{keepalive:?}: {elapsed:?}"
+        );
+        let events = sse_events(&body);
+        assert_eq!(stream_text(&events), "alpha-1 bravo-2");
+        let last = events.last().unwrap();
+        assert_eq!(last["error"]["code"], "stream_interrupted", "{body}");
+        let message = last["error"]["message"].as_str().unwrap();
+        assert!(message.contains("no content for 3000 ms"), "{message}");
+    }
+}
+
+/// `request_timeout` bounds the whole request, a stream included: one that keeps sending
+/// content past it ends there with the error chunk and event (not continued elsewhere: there is
+/// no time left), its audit record says why, and it is counted. (Before: the deadline stopped
+/// applying at the first token.)
+#[tokio::test(start_paused = true)]
+async fn request_timeout_bounds_the_whole_stream() {
+    let m = mocks(2).await;
+    m[0].set_plan(FaultPlan {
+        chunk_delay_ms: 1_000,
+        words: 100,
+        ..Default::default()
+    });
+    let store = support::audit::TestStore::sqlite();
+    let policy = POLICY.replace("request_timeout = \"20s\"", "request_timeout = \"10s\"");
+    let toml = with_audit(&config(&m, &policy), &store.url(), "");
+    let state = build(&toml);
+    let gw = Gateway::serve(state.clone(), None).await;
+    let t0 = Instant::now();
+    let body = gw.chat(chat_body(true)).await.text().await.unwrap();
+    let elapsed = t0.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(10) && elapsed < Duration::from_secs(11),
+        "{elapsed:?}"
+    );
+    let events = sse_events(&body);
+    assert_eq!(
+        stream_text(&events).split(' ').count(),
+        10,
+        "a word a second"
+    );
+    let finish = &events[events.len() - 2];
+    assert_eq!(finish["choices"][0]["finish_reason"], "error", "{body}");
+    let last = events.last().unwrap();
+    assert_eq!(last["error"]["code"], "stream_interrupted", "{body}");
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("request_timeout"),
+        "{body}"
+    );
+    assert_eq!(user_requests(&m[1]), 0, "no continuation past the deadline");
+    let (_, text) = get_in_process(&state, "/metrics").await;
+    assert!(
+        text.contains("switchyard_limits_total{limit=\"stream_deadline\"} 1"),
+        "{text}"
+    );
+    gw.stop().await;
+    let records = store.all().await;
+    assert_eq!(records.len(), 1);
+    let error = records[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("request_timeout"), "{error}");
+    assert_eq!(records[0].path[0].outcome, "timeout");
+    store.cleanup().await;
+}

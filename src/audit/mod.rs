@@ -91,8 +91,8 @@ pub struct AuditAttempt {
     pub start_ms: f64,
     pub duration_ms: f64,
     /// `ok`, `status`, `timeout`, `first_token_timeout`, `connect`, `reset`, `malformed`,
-    /// `in_band_error`, `empty_stream`, `cut`, `stall`, `cancelled`, `hedge_lost`,
-    /// `skipped_breaker`, `skipped_budget`.
+    /// `too_large`, `in_band_error`, `empty_stream`, `cut`, `stall`, `shutdown`, `cancelled`,
+    /// `hedge_lost`, `skipped_breaker`, `skipped_budget` (see `routing::path::AttemptOutcome`).
     pub outcome: String,
     /// The upstream HTTP status, when there was one.
     pub status: Option<u16>,
@@ -155,6 +155,50 @@ impl AuditRecord {
     }
 }
 
+/// A field a client or an upstream fills (`route`: the model asked for; `target`;
+/// `client_key_id`) is stored cut to this many bytes, ending in [`TRUNCATED`]: a model name a
+/// client made 4 MiB long was stored whole, twice per record (as `route` and in the 404's
+/// `error`).
+pub const MAX_NAME: usize = 256;
+/// `error` is stored cut to this many bytes (ending in [`TRUNCATED`]), once its secrets are
+/// masked.
+pub const MAX_ERROR: usize = 1024;
+/// What ends a field stored cut.
+pub const TRUNCATED: &str = "...[truncated]";
+/// Error text held until the writer masks its secrets and cuts it to [`MAX_ERROR`]: cut this
+/// early instead, a secret across the cut (a PEM key is a few KiB) could not be masked.
+const MAX_ERROR_HELD: usize = 64 * 1024;
+
+/// Cut `text` to at most `max` bytes, at a character boundary, ending in [`TRUNCATED`];
+/// whether it was cut.
+pub(crate) fn bound(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut end = max.saturating_sub(TRUNCATED.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(TRUNCATED);
+    true
+}
+
+impl AuditRecord {
+    /// About what the record takes in a buffer before it is encoded (the writer's work).
+    fn held_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        128 + self.request_id.len()
+            + self.route.len()
+            + opt(&self.client_key_id)
+            + opt(&self.target)
+            + opt(&self.error)
+            + opt(&self.request_body)
+            + opt(&self.response_body)
+            + self.path.len() * 96
+    }
+}
+
 /// The request path's handle on the audit log. Cheap to clone (one reference count).
 #[derive(Debug, Clone)]
 pub struct Audit {
@@ -169,6 +213,8 @@ pub(crate) struct Queue {
     shards: Box<[Shard]>,
     /// Records a shard holds before more are dropped (counted).
     cap: usize,
+    /// Bytes a shard holds before more are dropped (counted); a record alone is always taken.
+    cap_bytes: usize,
     bodies: bool,
     /// Masks secrets in bodies and error messages (in the writer); swapped on reload.
     pub(crate) redactor: RedactorCell,
@@ -191,11 +237,18 @@ pub(crate) struct Buffer {
     /// Records in `bytes`.
     pub encoded: usize,
     pub raw: Vec<AuditRecord>,
+    /// What `raw` holds, about ([`AuditRecord::held_bytes`]).
+    pub raw_bytes: usize,
 }
 
 impl Buffer {
     pub(crate) fn records(&self) -> usize {
         self.encoded + self.raw.len()
+    }
+
+    /// Bytes held, about.
+    pub(crate) fn size(&self) -> usize {
+        self.bytes.len() + self.raw_bytes
     }
 }
 
@@ -210,6 +263,7 @@ impl Queue {
     pub(crate) fn new(
         shards: usize,
         cap: usize,
+        cap_bytes: usize,
         bodies: bool,
         redactor: RedactorCell,
         shared: Arc<writer::Shared>,
@@ -217,6 +271,7 @@ impl Queue {
         Queue {
             shards: (0..shards.max(1)).map(|_| Shard::default()).collect(),
             cap: cap.max(1),
+            cap_bytes,
             bodies,
             redactor,
             closed: AtomicBool::new(false),
@@ -313,10 +368,24 @@ impl Audit {
     }
 
     /// Queue a record without waiting: it is encoded into this thread's buffer (one with an
-    /// error or bodies is kept whole: masking secrets is the writer's work). A full buffer or a
+    /// error or bodies is kept whole: masking secrets is the writer's work). Names over
+    /// [`MAX_NAME`] are cut first (and counted). A buffer full (in records or in bytes) or a
     /// stopped writer counts it as dropped.
-    pub fn submit(&self, record: AuditRecord) {
+    pub fn submit(&self, mut record: AuditRecord) {
         let Some(q) = &self.inner else { return };
+        let mut cut = bound(&mut record.route, MAX_NAME);
+        for name in [&mut record.target, &mut record.client_key_id]
+            .into_iter()
+            .flatten()
+        {
+            cut |= bound(name, MAX_NAME);
+        }
+        if cut {
+            q.shared.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(error) = &mut record.error {
+            bound(error, MAX_ERROR_HELD);
+        }
         // `try_with`: a record submitted while the thread is torn down goes to shard 0 (no panic).
         let shard = &q.shards[SHARD.try_with(|s| *s).unwrap_or(0) % q.shards.len()];
         let mut buf = shard.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -324,29 +393,36 @@ impl Audit {
             Some("writer stopped")
         } else if buf.records() >= q.cap {
             Some("queue full")
-        } else {
-            None
-        };
-        match refused {
-            None => {
-                if record.error.is_none()
-                    && record.request_body.is_none()
-                    && record.response_body.is_none()
-                {
-                    // Nothing to mask: no redactor loaded on the request path.
-                    tuple::encode(&record, &Redactor::NONE, &mut buf.bytes);
-                    buf.encoded += 1;
-                } else {
-                    buf.raw.push(record);
-                }
+        } else if record.error.is_none()
+            && record.request_body.is_none()
+            && record.response_body.is_none()
+        {
+            let before = buf.bytes.len();
+            // Nothing to mask: no redactor loaded on the request path.
+            tuple::encode(&record, &Redactor::NONE, &mut buf.bytes);
+            if buf.records() > 0 && buf.size() > q.cap_bytes {
+                buf.bytes.truncate(before);
+                Some("queue full (bytes)")
+            } else {
+                buf.encoded += 1;
+                None
             }
-            Some(why) => {
-                drop(buf);
-                let n = q.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                // One line per power of two, so a flood of drops cannot flood the log.
-                if n.is_power_of_two() {
-                    tracing::error!(dropped_total = n, why, "audit record dropped");
-                }
+        } else {
+            let size = record.held_bytes();
+            if buf.records() > 0 && buf.size() + size > q.cap_bytes {
+                Some("queue full (bytes)")
+            } else {
+                buf.raw_bytes += size;
+                buf.raw.push(record);
+                None
+            }
+        };
+        if let Some(why) = refused {
+            drop(buf);
+            let n = q.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // One line per power of two, so a flood of drops cannot flood the log.
+            if n.is_power_of_two() {
+                tracing::error!(dropped_total = n, why, "audit record dropped");
             }
         }
     }
@@ -374,6 +450,67 @@ mod tests {
         );
     }
 
+    fn queue(cap: usize, cap_bytes: usize) -> (Arc<Queue>, Audit) {
+        let shared = Arc::new(writer::Shared {
+            store: AuditStore::Off,
+            written: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            last_error: Mutex::new(None),
+            dropped: Arc::default(),
+            truncated: Arc::default(),
+        });
+        let queue = Arc::new(Queue::new(
+            1,
+            cap,
+            cap_bytes,
+            false,
+            Redactor::new([]).cell(),
+            shared,
+        ));
+        (queue.clone(), Audit::on(queue))
+    }
+
+    #[test]
+    fn a_shard_full_in_bytes_drops_the_record_but_always_takes_one() {
+        let (queue, audit) = queue(100, 4096);
+        let big = |id: &str| AuditRecord {
+            request_body: Some("x".repeat(3000)),
+            ..record(id)
+        };
+        audit.submit(big("a"));
+        audit.submit(big("b"));
+        for id in ["c", "d", "e"] {
+            audit.submit(record(id));
+        }
+        assert_eq!((audit.status().queued, audit.status().dropped), (4, 1));
+        let mut taken = vec![Buffer::default()];
+        queue.take(&mut taken);
+        assert!(taken[0].size() <= 4096, "{}", taken[0].size());
+        let (_, alone) = self::queue(100, 10);
+        alone.submit(big("f"));
+        assert_eq!(alone.status().queued, 1, "one record, however large");
+    }
+
+    #[test]
+    fn names_are_cut_at_submission_and_errors_held_at_most_64_kib() {
+        let (queue, audit) = queue(100, 1 << 30);
+        audit.submit(AuditRecord {
+            target: Some("é".repeat(200)),
+            error: Some("e".repeat(1 << 20)),
+            ..AuditRecord::new("a".into(), 1, "r".repeat(1000))
+        });
+        let mut taken = vec![Buffer::default()];
+        queue.take(&mut taken);
+        let held = &taken[0].raw[0];
+        assert_eq!(held.route.len(), MAX_NAME);
+        assert!(held.route.ends_with(TRUNCATED));
+        let target = held.target.as_deref().unwrap();
+        assert!(target.len() <= MAX_NAME && target.ends_with(TRUNCATED));
+        assert!(held.error.as_deref().unwrap().len() <= MAX_ERROR_HELD);
+        assert_eq!(queue.shared.truncated.load(Ordering::Relaxed), 1);
+    }
+
     #[test]
     fn a_full_shard_or_a_closed_queue_counts_the_record_as_dropped() {
         let shared = Arc::new(writer::Shared {
@@ -383,8 +520,16 @@ mod tests {
             failing: AtomicBool::new(false),
             last_error: Mutex::new(None),
             dropped: Arc::default(),
+            truncated: Arc::default(),
         });
-        let queue = Arc::new(Queue::new(1, 2, false, Redactor::new([]).cell(), shared));
+        let queue = Arc::new(Queue::new(
+            1,
+            2,
+            1 << 20,
+            false,
+            Redactor::new([]).cell(),
+            shared,
+        ));
         let audit = Audit::on(queue.clone());
         let failed = AuditRecord {
             error: Some("upstream said: bad key sk-abcdefghijklmnopqrstuvwx".into()),

@@ -7,8 +7,9 @@
 //! are handed over at least every second.
 //!
 //! When the store fails, the sink retries its batch with backoff while the writer keeps
-//! collecting, up to [`Limits::pending_max`] records; beyond that the oldest are dropped and
-//! counted in `switchyard_audit_dropped_total`. When the store answers again, writing resumes
+//! collecting, up to [`Limits::pending_max`] records and [`Limits::pending_bytes`]; beyond that
+//! the oldest are dropped and counted in `switchyard_audit_dropped_total`. Records with an
+//! error have it masked, then cut to `MAX_ERROR`, here. When the store answers again, writing resumes
 //! with what was kept. [`AuditWriter::shutdown`] takes what is left and flushes it all.
 
 use std::collections::VecDeque;
@@ -26,10 +27,13 @@ use super::sink::Sink;
 use super::store::{self, Store};
 use super::{tuple, Audit, AuditError, Buffer, Queue};
 use crate::config::{AuditConfig, AuditStore};
-use crate::metrics::{names, Registry};
+use crate::metrics::{limit, names, Registry};
 
 /// How often the writer takes what the buffers hold.
 const POLL_EVERY: Duration = Duration::from_millis(20);
+/// A batch stops taking chunks past this many bytes: the batch a failing store is retried with
+/// is held beside what `pending_bytes` bounds.
+const BATCH_BYTES: usize = 8 << 20;
 
 /// The writer's sizes and timings. [`start`] uses the defaults; tests shrink them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +48,12 @@ pub struct Limits {
     /// Most records the writer keeps while the store fails; older ones are dropped, counted
     /// (50,000).
     pub pending_max: usize,
+    /// Bytes the request threads' buffers hold, in all (32 MiB; each buffer its share, and
+    /// always at least one record): records with bodies can be megabytes each.
+    pub queue_bytes: usize,
+    /// Most bytes the writer keeps while the store fails (64 MiB); older records are dropped,
+    /// counted.
+    pub pending_bytes: usize,
     /// How often old records are pruned when `audit.retention` is set (60 s).
     pub prune_every: Duration,
     /// On shutdown, how long a failing store is retried before what is left is counted as
@@ -58,6 +68,8 @@ impl Default for Limits {
             batch: 5_000,
             flush_every: Duration::from_secs(1),
             pending_max: 50_000,
+            queue_bytes: 32 << 20,
+            pending_bytes: 64 << 20,
             prune_every: Duration::from_secs(60),
             shutdown_retry_for: Duration::from_secs(10),
         }
@@ -75,6 +87,8 @@ pub(crate) struct Shared {
     /// The last store error and when (Unix ms).
     pub last_error: Mutex<Option<(String, i64)>>,
     pub dropped: Arc<AtomicU64>,
+    /// Records with a field stored cut (`switchyard_limits_total{limit="audit_field"}`).
+    pub truncated: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -123,12 +137,26 @@ pub(crate) struct Batch {
 struct Pending {
     chunks: VecDeque<Chunk>,
     records: usize,
+    /// Encoded bytes of `chunks`.
+    bytes: usize,
 }
 
 impl Pending {
     fn push(&mut self, chunk: Chunk) {
         self.records += chunk.records;
+        self.bytes += chunk.bytes.len();
         self.chunks.push_back(chunk);
+    }
+
+    /// Forget the oldest records until at most `max` bytes are kept (or one record is left);
+    /// how many were forgotten.
+    fn discard_bytes(&mut self, max: usize) -> usize {
+        let mut n = 0;
+        while self.bytes > max && self.records > 1 {
+            self.discard(1);
+            n += 1;
+        }
+        n
     }
 
     /// Forget the oldest `n` records (a chunk is cut where they end).
@@ -140,27 +168,34 @@ impl Pending {
             if front.records <= n {
                 n -= front.records;
                 self.records -= front.records;
+                self.bytes -= front.bytes.len();
                 self.chunks.pop_front();
             } else {
-                front.bytes = front.bytes.slice(tuple::skip(&front.bytes, n)..);
+                let cut = tuple::skip(&front.bytes, n);
+                front.bytes = front.bytes.slice(cut..);
                 front.records -= n;
                 self.records -= n;
+                self.bytes -= cut;
                 n = 0;
             }
         }
     }
 
-    /// The oldest chunks, at least `size` records if there are (chunks are not split).
+    /// The oldest chunks, at least `size` records if there are, and not more than
+    /// [`BATCH_BYTES`] beyond the first chunk (chunks are not split).
     fn batch(&mut self, size: usize) -> Batch {
         let mut out = Batch {
             chunks: Vec::new(),
             records: 0,
         };
-        while out.records < size {
+        let mut bytes = 0;
+        while out.records < size && (out.chunks.is_empty() || bytes < BATCH_BYTES) {
             let Some(chunk) = self.chunks.pop_front() else {
                 break;
             };
             out.records += chunk.records;
+            bytes += chunk.bytes.len();
+            self.bytes -= chunk.bytes.len();
             out.chunks.push(chunk);
         }
         self.records -= out.records;
@@ -217,6 +252,7 @@ pub async fn start_with(
         failing: AtomicBool::new(false),
         last_error: Mutex::new(None),
         dropped: metrics.counter(names::AUDIT_DROPPED, &[]),
+        truncated: metrics.counter(names::LIMITS, &[("limit", limit::AUDIT_FIELD)]),
     });
     // A shard per core, as many as server threads by default; threads that share a shard
     // only share its lock.
@@ -224,6 +260,7 @@ pub async fn start_with(
     let queue = Arc::new(Queue::new(
         shards,
         limits.queue.div_ceil(shards),
+        limits.queue_bytes.div_ceil(shards),
         config.bodies,
         redactor,
         shared.clone(),
@@ -332,20 +369,32 @@ impl Writer {
                 });
             }
             if !taken.raw.is_empty() {
+                let records = taken.raw.len();
                 let mut bytes = Vec::new();
                 let redactor = self.queue.redactor.load();
-                for r in &taken.raw {
-                    tuple::encode(r, &redactor, &mut bytes);
+                for mut r in taken.raw {
+                    // Masked first, then cut: a secret across the cut would not be masked.
+                    redactor.apply(&mut r.error);
+                    if r.error
+                        .as_mut()
+                        .is_some_and(|e| super::bound(e, super::MAX_ERROR))
+                    {
+                        self.shared.truncated.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tuple::encode(&r, &redactor, &mut bytes);
                 }
                 self.pending.push(Chunk {
                     bytes: bytes.into(),
-                    records: taken.raw.len(),
+                    records,
                 });
             }
         }
-        let excess = self.pending.records.saturating_sub(self.limits.pending_max);
+        let mut excess = self.pending.records.saturating_sub(self.limits.pending_max);
         if excess > 0 {
             self.pending.discard(excess);
+        }
+        excess += self.pending.discard_bytes(self.limits.pending_bytes);
+        if excess > 0 {
             self.shared
                 .pending
                 .fetch_sub(excess as u64, Ordering::Relaxed);
@@ -431,6 +480,22 @@ mod tests {
         assert_eq!(ids(&all.chunks), ["r5", "r6"]);
         p.discard(1);
         assert_eq!(p.records, 0);
+    }
+
+    #[test]
+    fn bytes_are_accounted_and_the_oldest_go_first_past_a_byte_bound() {
+        let mut p = Pending::default();
+        p.push(Chunk::of(&records(0, 3)));
+        p.push(Chunk::of(&records(3, 4)));
+        let total: usize = p.chunks.iter().map(|c| c.bytes.len()).sum();
+        assert_eq!(p.bytes, total);
+        let one = total / 7;
+        assert_eq!(p.discard_bytes(total - 2 * one), 2);
+        assert_eq!((p.records, p.bytes), (5, total - 2 * one));
+        assert_eq!(p.discard_bytes(0), 4, "one record is always kept");
+        let last = p.batch(usize::MAX);
+        assert_eq!(ids(&last.chunks), ["r6"]);
+        assert_eq!((p.records, p.bytes), (0, 0));
     }
 
     #[test]

@@ -6,6 +6,18 @@
 //! other vendors get an estimate, see [`TokenCounter::Estimate`]. Trimming drops the oldest
 //! messages and keeps every system prompt, the newest messages, tool calls together with their
 //! results, and a conversation that starts with a user message.
+//!
+//! The tokenizer is bounded, since a client chooses what it reads: its BPE takes time
+//! quadratic in the length of one piece (an 8 MiB single word took seconds) and its regex
+//! fails (a panic) on about a million consecutive spaces. So a text is tokenized in pieces of
+//! at most [`PIECE`] bytes; one count tokenizes at most [`MAX_TOKENIZED`] bytes in all (system
+//! prompts and tools first, then the newest messages: the ones trimming keeps), and counts the
+//! rest, or a piece whose tokenizing panicked, by its bytes, an upper bound (a BPE token is at
+//! least one byte). Overcounting only trims more than needed; it never sends a conversation
+//! that does not fit. [`fit`] says when such a byte count was used (`estimated`). Callers run
+//! counts off the server threads (`routing::body`).
+
+use std::cell::Cell;
 
 use tiktoken_rs::CoreBPE;
 
@@ -47,6 +59,15 @@ const TIKTOKEN_PER_MESSAGE: u32 = 3;
 const REPLY_PRIMING: u32 = 3;
 /// Framing per message in the estimate.
 const ESTIMATE_PER_MESSAGE: u32 = 4;
+/// The most a text is tokenized in one go: BPE time grows with the square of a piece's length,
+/// and at this size even a worst case (one long word, a run of whitespace) stays well under a
+/// millisecond per piece. A piece ends at the last whitespace before this, when there is one,
+/// so ordinary text counts as it would whole.
+pub const PIECE: usize = 16 * 1024;
+/// The most of one count's text run through the tokenizer (1 MiB: about a quarter of a second
+/// in the worst case, on the blocking pool); the rest is counted by its bytes.
+pub const MAX_TOKENIZED: usize = 1 << 20;
+
 /// An image: OpenAI bills a 1024x1024 high-detail image 765 tokens; Anthropic up to ~1600 for a
 /// large one, Gemini 258. The estimate takes the largest.
 const IMAGE_TIKTOKEN: u32 = 765;
@@ -71,16 +92,14 @@ impl TokenCounter {
         }
     }
 
-    /// Tokens of a text.
+    /// Tokens of a text (within the bounds of one count, see the module doc).
     pub fn count_text(&self, text: &str) -> u32 {
-        if text.is_empty() {
-            return 0;
-        }
-        let count = match self {
-            TokenCounter::Tiktoken(encoding) => encoding.bpe().encode_ordinary(text).len(),
-            TokenCounter::Estimate => (text.len() * 2).div_ceil(7),
-        };
-        u32::try_from(count).unwrap_or(u32::MAX)
+        Meter::new(self).text(text)
+    }
+
+    /// Tokens of one message, framing included (within the bounds of one count).
+    pub fn count_message(&self, message: &Message) -> u32 {
+        Meter::new(self).message(message)
     }
 
     fn per_message(&self) -> u32 {
@@ -96,15 +115,76 @@ impl TokenCounter {
             TokenCounter::Estimate => IMAGE_ESTIMATE,
         }
     }
+}
+
+/// One count: a counter with what is left of [`MAX_TOKENIZED`], and whether some text was
+/// counted by its bytes instead.
+struct Meter<'c> {
+    counter: &'c TokenCounter,
+    left: Cell<usize>,
+    estimated: Cell<bool>,
+}
+
+impl<'c> Meter<'c> {
+    fn new(counter: &'c TokenCounter) -> Self {
+        Meter {
+            counter,
+            left: Cell::new(MAX_TOKENIZED),
+            estimated: Cell::new(false),
+        }
+    }
+
+    fn per_message(&self) -> u32 {
+        self.counter.per_message()
+    }
+
+    fn image(&self) -> u32 {
+        self.counter.image()
+    }
+
+    /// Tokens of a text.
+    fn text(&self, text: &str) -> u32 {
+        if text.is_empty() {
+            return 0;
+        }
+        let count = match self.counter {
+            TokenCounter::Tiktoken(encoding) => self.tokenize(encoding.bpe(), text),
+            TokenCounter::Estimate => (text.len() * 2).div_ceil(7),
+        };
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// Tiktoken's count of `text`, piece by piece, within what is left to tokenize.
+    fn tokenize(&self, bpe: &CoreBPE, mut text: &str) -> usize {
+        let mut count = 0usize;
+        while !text.is_empty() {
+            let left = self.left.get();
+            if left == 0 {
+                self.estimated.set(true);
+                return count.saturating_add(text.len());
+            }
+            let piece = &text[..piece_end(text, PIECE.min(left))];
+            text = &text[piece.len()..];
+            self.left.set(left.saturating_sub(piece.len()));
+            let tokens = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                bpe.encode_ordinary(piece).len()
+            }));
+            count = count.saturating_add(tokens.unwrap_or_else(|_| {
+                self.estimated.set(true);
+                piece.len()
+            }));
+        }
+        count
+    }
 
     /// Tokens of one message, framing included.
-    pub fn count_message(&self, message: &Message) -> u32 {
+    fn message(&self, message: &Message) -> u32 {
         let parts = |content: &[Part]| {
             content.iter().fold(0u32, |sum, part| {
                 sum.saturating_add(match part {
-                    Part::Text(text) => self.count_text(text),
+                    Part::Text(text) => self.text(text),
                     Part::Image(_) => self.image(),
-                    Part::Other { raw, .. } => self.count_text(raw.get()),
+                    Part::Other { raw, .. } => self.text(raw.get()),
                 })
             })
         };
@@ -114,11 +194,11 @@ impl TokenCounter {
                 content,
                 tool_calls,
             } => tool_calls.iter().fold(parts(content), |sum, call| {
-                sum.saturating_add(self.count_text(&call.name))
-                    .saturating_add(self.count_text(&call.arguments))
+                sum.saturating_add(self.text(&call.name))
+                    .saturating_add(self.text(&call.arguments))
                     .saturating_add(self.per_message())
             }),
-            Message::Tool(result) => self.count_text(&result.content),
+            Message::Tool(result) => self.text(&result.content),
         };
         body.saturating_add(self.per_message())
     }
@@ -127,23 +207,49 @@ impl TokenCounter {
     /// definitions and the reply priming.
     fn fixed(&self, req: &ChatRequest) -> u32 {
         let system = req.system.iter().fold(0u32, |sum, text| {
-            sum.saturating_add(self.count_text(text))
+            sum.saturating_add(self.text(text))
                 .saturating_add(self.per_message())
         });
         let tools = req.tools.iter().fold(0u32, |sum, tool| {
-            sum.saturating_add(self.count_text(&tool.name))
-                .saturating_add(
-                    tool.description
-                        .as_deref()
-                        .map_or(0, |d| self.count_text(d)),
-                )
-                .saturating_add(
-                    tool.parameters
-                        .as_ref()
-                        .map_or(0, |p| self.count_text(p.get())),
-                )
+            sum.saturating_add(self.text(&tool.name))
+                .saturating_add(tool.description.as_deref().map_or(0, |d| self.text(d)))
+                .saturating_add(tool.parameters.as_ref().map_or(0, |p| self.text(p.get())))
         });
         system.saturating_add(tools).saturating_add(REPLY_PRIMING)
+    }
+
+    /// What every attempt sends, then each message's tokens (counted newest first, so that the
+    /// tokenizer's budget goes to the messages trimming keeps).
+    fn costs(&self, req: &ChatRequest) -> (u32, Vec<u32>) {
+        let fixed = self.fixed(req);
+        let mut costs: Vec<u32> = req.messages.iter().rev().map(|m| self.message(m)).collect();
+        costs.reverse();
+        (fixed, costs)
+    }
+}
+
+/// Where a piece of at most `max` bytes of `text` ends: at the last whitespace in its second
+/// half when there is one (the tokenizer's regex splits before whitespace anyway, so ordinary
+/// text counts as it would whole), else at a character boundary.
+fn piece_end(text: &str, max: usize) -> usize {
+    if text.len() <= max {
+        return text.len();
+    }
+    let mut end = max;
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end == 0 {
+        // One character longer than what is left (only with a budget of a few bytes).
+        return text.chars().next().map_or(text.len(), char::len_utf8);
+    }
+    let from = (max / 2).min(end);
+    match text.as_bytes()[from..end]
+        .iter()
+        .rposition(u8::is_ascii_whitespace)
+    {
+        Some(at) if from + at > 0 => from + at,
+        _ => end,
     }
 }
 
@@ -176,9 +282,32 @@ impl Encoding {
 
 /// The tokens `req` needs before any output.
 pub fn estimate_tokens(req: &ChatRequest, counter: &TokenCounter) -> u32 {
-    req.messages.iter().fold(counter.fixed(req), |sum, m| {
-        sum.saturating_add(counter.count_message(m))
-    })
+    let (fixed, costs) = Meter::new(counter).costs(req);
+    costs.iter().fold(fixed, |sum, c| sum.saturating_add(*c))
+}
+
+/// What [`fit`] made of a conversation.
+#[derive(Debug)]
+pub struct Fitting {
+    /// `Ok(None)`: it fits as it is; `Ok(Some((trimmed, dropped)))`: it fits once `dropped`
+    /// messages are dropped; `Err`: it cannot fit.
+    pub outcome: Result<Option<(ChatRequest, usize)>, TooLong>,
+    /// Some of it was counted by its bytes (past [`MAX_TOKENIZED`], or where the tokenizer
+    /// failed), not by the tokenizer.
+    pub estimated: bool,
+}
+
+/// Count `req` once and fit it into `window` with `reserve_output` left for the answer (see
+/// [`trim_to_fit`]). CPU-bound on a long conversation: run it off the server threads.
+pub fn fit(req: &ChatRequest, window: u32, reserve_output: u32, counter: &TokenCounter) -> Fitting {
+    let meter = Meter::new(counter);
+    let (fixed, costs) = meter.costs(req);
+    let outcome = trim_counted(req, window, reserve_output, fixed, &costs)
+        .map(|(kept, dropped)| kept.map(|trimmed| (trimmed, dropped)));
+    Fitting {
+        outcome,
+        estimated: meter.estimated.get(),
+    }
 }
 
 /// The request cannot fit the window, however many turns are dropped.
@@ -206,27 +335,34 @@ pub fn trim_to_fit(
     reserve_output: u32,
     counter: &TokenCounter,
 ) -> Result<(ChatRequest, usize), TooLong> {
+    let (fixed, costs) = Meter::new(counter).costs(req);
+    let (kept, dropped) = trim_counted(req, window, reserve_output, fixed, &costs)?;
+    Ok((kept.unwrap_or_else(|| req.clone()), dropped))
+}
+
+/// [`trim_to_fit`] with the counts made: `None` when `req` fits as it is.
+fn trim_counted(
+    req: &ChatRequest,
+    window: u32,
+    reserve_output: u32,
+    fixed: u32,
+    costs: &[u32],
+) -> Result<(Option<ChatRequest>, usize), TooLong> {
     let available = window.saturating_sub(reserve_output);
-    let fixed = counter.fixed(req);
-    let costs: Vec<u32> = req
-        .messages
-        .iter()
-        .map(|m| counter.count_message(m))
-        .collect();
     // suffix[i]: tokens of messages[i..].
     let mut suffix = vec![0u32; costs.len() + 1];
     for i in (0..costs.len()).rev() {
         suffix[i] = suffix[i + 1].saturating_add(costs[i]);
     }
     if fixed.saturating_add(suffix[0]) <= available {
-        return Ok((req.clone(), 0));
+        return Ok((None, 0));
     }
     let users: Vec<usize> = (0..costs.len())
         .filter(|&i| req.messages[i].role() == super::Role::User)
         .collect();
     for &start in users.iter().filter(|&&i| i > 0) {
         if fixed.saturating_add(suffix[start]) <= available {
-            return Ok((keep(req, None, start), start));
+            return Ok((Some(keep(req, None, start)), start));
         }
     }
     let Some(&last_user) = users.last() else {
@@ -249,7 +385,7 @@ pub fn trim_to_fit(
         let need = head.saturating_add(rest);
         needed = needed.min(need);
         if need <= available {
-            return Ok((keep(req, Some(last_user), step), step - 1));
+            return Ok((Some(keep(req, Some(last_user), step)), step - 1));
         }
     }
     Err(TooLong { needed, available })

@@ -201,3 +201,53 @@ fn tiktoken_counts_openai_models() {
     assert_eq!(estimate.count_text(""), 0);
     assert_eq!(format!("{estimate:?}"), "estimate");
 }
+
+#[test]
+fn pieces_end_before_whitespace_and_on_character_boundaries() {
+    assert_eq!(piece_end("hello world", 100), 11);
+    assert_eq!(piece_end("hello world again", 12), 11, "before the space");
+    assert_eq!(
+        piece_end("abcdefghij", 4),
+        4,
+        "one word: cut where it must be"
+    );
+    assert_eq!(piece_end("ééééé", 5), 4, "never inside a character");
+    assert_eq!(piece_end("é", 1), 2, "a character longer than what is left");
+    assert_eq!(piece_end("   ", 1), 1);
+}
+
+/// What breaks the tokenizer is counted all the same, quickly and without a panic: a million
+/// spaces (tiktoken's regex fails on them whole), one long word (quadratic BPE), and more text
+/// than one count tokenizes (the rest is counted by its bytes, an upper bound, and said so).
+#[test]
+fn hostile_texts_are_counted_in_bounds() {
+    let o200k = TokenCounter::for_target(Dialect::OpenAi, "gpt-4o");
+    let spaces = " ".repeat(1_000_000);
+    let n = o200k.count_text(&spaces);
+    assert!((1_000..=1_000_000).contains(&n), "{n}");
+    let word = "a".repeat(200_000);
+    assert!(o200k.count_text(&word) <= 200_000);
+    // Ordinary text counts as it does whole, piece by piece.
+    let prose = "The quick brown fox jumps over the lazy dog. ".repeat(2_000);
+    let whole = o200k_base_whole(&prose);
+    assert_eq!(o200k.count_text(&prose) as usize, whole);
+    // Past the budget: bytes, and flagged.
+    let long = "word ".repeat(MAX_TOKENIZED / 5 + 100_000);
+    let req = request(vec![Message::User {
+        content: vec![Part::Text(long.clone())],
+    }]);
+    let fitting = fit(&req, u32::MAX, 0, &o200k);
+    assert!(fitting.estimated);
+    assert!(matches!(fitting.outcome, Ok(None)));
+    let small = request(vec![Message::User {
+        content: vec![Part::Text("hi".into())],
+    }]);
+    assert!(!fit(&small, 1000, 0, &o200k).estimated);
+    assert!(estimate_tokens(&req, &o200k) as usize >= MAX_TOKENIZED / 5);
+}
+
+fn o200k_base_whole(text: &str) -> usize {
+    tiktoken_rs::o200k_base_singleton()
+        .encode_ordinary(text)
+        .len()
+}

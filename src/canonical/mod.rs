@@ -225,6 +225,24 @@ pub fn with_prefill(req: &ChatRequest, partial_assistant_text: &str) -> ChatRequ
 mod tests {
     use super::*;
 
+    /// The event an SSE line or event over its bound ends the decoding with reads as an
+    /// in-band error in every dialect (so a translated upstream's attempt fails like one).
+    #[test]
+    fn every_dialect_reads_the_sse_overflow_event_as_an_error() {
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini] {
+            let mut out = Vec::new();
+            let read =
+                dialect
+                    .decoder()
+                    .decode(Some("error"), crate::wire::sse::OVERFLOW, &mut out);
+            assert!(read.is_ok(), "{dialect:?}: {read:?}");
+            assert!(
+                matches!(&out[..], [StreamEvent::Error { message, .. }] if message.contains("4 MiB")),
+                "{dialect:?}: {out:?}"
+            );
+        }
+    }
+
     #[test]
     fn prefill_appends_or_extends_the_assistant_turn() {
         let req = ChatRequest {

@@ -60,6 +60,24 @@ pub struct ServerConfig {
     /// the listen address's own (see `api::guard`): a browser sends the name it was pointed
     /// at, and a name nobody configured is how a DNS rebinding attack arrives.
     pub allowed_hosts: Vec<String>,
+    /// A client must send its request head within this of connecting (or of its first byte
+    /// on a kept-alive connection); else the connection is closed. Bounds what a slow client
+    /// (one byte a second) holds: a connection and its file descriptor.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in flight is closed after this.
+    pub idle_timeout: Duration,
+    /// Client connections open at once, over every server thread; one more is accepted and
+    /// closed at once. Keeps file descriptors for upstream calls and the audit store.
+    pub max_connections: u32,
+    /// Client API requests (`/v1/...` completions and messages) in flight at once, streams
+    /// until they end; one more gets 503 with `Retry-After` at once, never queued.
+    pub max_in_flight: u32,
+    /// Largest upstream answer read whole (and largest stream read before its first
+    /// content), in bytes; larger is an attempt failure that fails over.
+    pub max_response_body: usize,
+    /// On SIGTERM, in-flight requests and streams drain at most this long; what is left is
+    /// then ended (streams with an error event) and the audit log flushed.
+    pub shutdown_timeout: Duration,
 }
 
 /// The wire format and URL scheme a provider speaks.

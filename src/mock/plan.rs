@@ -62,6 +62,14 @@ pub struct FaultPlan {
     /// Streams: keep the body open this long after the last event before ending it (with
     /// `omit_done`, how long a client waiting for `[DONE]` waits).
     pub hold_open_ms: u64,
+    /// Streams: while waiting (before the first token, between chunks, hung by
+    /// `stall_after_chunks`), send `keepalive_event` every this many ms (0: never), like a
+    /// provider or proxy keeping an idle connection open.
+    pub keepalive_ms: u64,
+    /// What `keepalive_ms` sends, as raw SSE text; default `": keepalive\n\n"` (a comment).
+    /// Any text: an empty or role-only chunk, or part of an event (a `data:` line with no
+    /// blank line after it makes one event that grows with every send).
+    pub keepalive_event: Option<String>,
     /// Non-streamed requests: answer 200 with a body that is not JSON.
     pub malformed_body: bool,
     /// Length of the canonical answer text in words. Default 12.
@@ -105,6 +113,8 @@ impl Default for FaultPlan {
             malformed_chunk_at: None,
             omit_done: false,
             hold_open_ms: 0,
+            keepalive_ms: 0,
+            keepalive_event: None,
             malformed_body: false,
             words: 12,
             variant: 0,
@@ -165,6 +175,17 @@ impl FaultPlan {
         let tail = rng.f64() < self.tail_rate;
         let error = rng.f64() < self.error_rate;
         Draw { error, tail }
+    }
+
+    /// What streams send while they wait, and how often (`keepalive_ms`).
+    pub(crate) fn keepalive(&self) -> Option<(Duration, axum::body::Bytes)> {
+        let event = self.keepalive_event.as_deref().unwrap_or(": keepalive\n\n");
+        (self.keepalive_ms > 0).then(|| {
+            (
+                Duration::from_millis(self.keepalive_ms),
+                axum::body::Bytes::copy_from_slice(event.as_bytes()),
+            )
+        })
     }
 
     /// The delay before the headers of a request with these random choices.

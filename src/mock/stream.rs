@@ -117,6 +117,8 @@ fn hold_open(out: &mut VecDeque<Step>, plan: &FaultPlan) {
 struct Playback {
     steps: VecDeque<Step>,
     guard: RequestGuard,
+    /// Sent every so often while waiting (`keepalive_ms`).
+    keepalive: Option<(Duration, Bytes)>,
 }
 
 /// The next chunk of the body, running waits, hangs and completion marks on the way.
@@ -124,8 +126,22 @@ async fn next(mut playback: Playback) -> Option<(io::Result<Bytes>, Playback)> {
     loop {
         match playback.steps.pop_front() {
             Some(Step::Send(bytes)) => return Some((Ok(bytes), playback)),
-            Some(Step::Wait(duration)) => tokio::time::sleep(duration).await,
-            Some(Step::Hang) => std::future::pending::<()>().await,
+            Some(Step::Wait(duration)) => match playback.keepalive.clone() {
+                Some((every, event)) if duration > every => {
+                    tokio::time::sleep(every).await;
+                    playback.steps.push_front(Step::Wait(duration - every));
+                    return Some((Ok(event), playback));
+                }
+                _ => tokio::time::sleep(duration).await,
+            },
+            Some(Step::Hang) => match playback.keepalive.clone() {
+                Some((every, event)) => {
+                    tokio::time::sleep(every).await;
+                    playback.steps.push_front(Step::Hang);
+                    return Some((Ok(event), playback));
+                }
+                None => std::future::pending::<()>().await,
+            },
             Some(Step::Cut) => {
                 // Let hyper flush what was sent first: the client must see the chunks before the cut.
                 tokio::task::yield_now().await;
@@ -147,6 +163,7 @@ pub(crate) fn response(script: Script, plan: &FaultPlan, guard: RequestGuard) ->
     let playback = Playback {
         steps: steps(script, plan),
         guard,
+        keepalive: plan.keepalive(),
     };
     let body = Body::from_stream(futures_util::stream::unfold(playback, next));
     let mut response = Response::new(body);
@@ -268,6 +285,7 @@ mod tests {
         let playback = Playback {
             steps: steps(script(3), &plan),
             guard: state.begin(None),
+            keepalive: None,
         };
         let start = Instant::now();
         let mut stream = Box::pin(futures_util::stream::unfold(playback, next));
@@ -281,6 +299,44 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn keepalives_fill_waits_and_hangs() {
+        let state = MockState::new("m");
+        let plan = FaultPlan {
+            first_token_ms: 250,
+            stall_after_chunks: Some(1),
+            keepalive_ms: 100,
+            ..FaultPlan::default()
+        };
+        let playback = Playback {
+            steps: steps(script(3), &plan),
+            guard: state.begin(None),
+            keepalive: plan.keepalive(),
+        };
+        let start = Instant::now();
+        let mut stream = Box::pin(futures_util::stream::unfold(playback, next));
+        let mut got = Vec::new();
+        for _ in 0..6 {
+            let bytes = stream.next().await.unwrap().unwrap();
+            got.push((
+                start.elapsed().as_millis(),
+                String::from_utf8_lossy(&bytes).into_owned(),
+            ));
+        }
+        let ka = ": keepalive\n\n".to_owned();
+        assert_eq!(
+            got,
+            [
+                (0, "role".to_owned()),
+                (100, ka.clone()),
+                (200, ka.clone()),
+                (250, "w0".to_owned()),
+                (350, ka.clone()),
+                (450, ka),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn dropped_mid_stream_is_cancelled() {
         let state = MockState::new("m");
         let plan = FaultPlan {
@@ -290,6 +346,7 @@ mod tests {
         let playback = Playback {
             steps: steps(script(3), &plan),
             guard: state.begin(None),
+            keepalive: None,
         };
         let mut stream = Box::pin(futures_util::stream::unfold(playback, next));
         assert!(stream.next().await.is_some());

@@ -408,9 +408,45 @@ impl hyper::body::Body for Body {
     }
 }
 
-/// A body read whole.
+/// A body read whole (tests; the request path reads with [`read_at_most`]).
 pub async fn read_all(body: Body) -> Result<Bytes, hyper::Error> {
     Ok(body.collect().await?.to_bytes())
+}
+
+/// A body read up to `max` bytes: the whole body, or, when it is longer (by its
+/// `Content-Length` or as it arrives), its first `max` bytes and `true`. What an upstream
+/// sends is the upstream's choice: nothing it sends is held beyond `max`. A body left unread
+/// closes its connection instead of going back to the pool.
+pub async fn read_at_most(mut body: Body, max: usize) -> Result<(Bytes, bool), hyper::Error> {
+    let declared = hyper::body::Body::size_hint(&body).exact();
+    let mut buf = bytes::BytesMut::new();
+    if declared.is_some_and(|n| n > max as u64) {
+        // Read the head of it only (classifying an error body needs its start).
+        buf.reserve(max.min(64 * 1024));
+    } else if let Some(n) = declared {
+        buf.reserve(n as usize);
+    }
+    let mut first: Option<Bytes> = None;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers
+        };
+        // One frame, the usual case, is kept as it came (no copy).
+        if first.is_none() && buf.is_empty() && data.len() <= max {
+            first = Some(data);
+            continue;
+        }
+        if let Some(f) = first.take() {
+            buf.extend_from_slice(&f);
+        }
+        let room = max - buf.len();
+        if data.len() > room {
+            buf.extend_from_slice(&data[..room]);
+            return Ok((buf.freeze(), true));
+        }
+        buf.extend_from_slice(&data);
+    }
+    Ok((first.unwrap_or_else(|| buf.freeze()), false))
 }
 
 /// A body as a stream of its data frames.

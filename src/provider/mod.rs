@@ -18,7 +18,8 @@ use http_body_util::Full;
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
 pub use self::client::{
-    build_client, enter_worker, read_all, stream, Body, ByteStream, Dial, HttpClient, SendError,
+    build_client, enter_worker, read_all, read_at_most, stream, Body, ByteStream, Dial, HttpClient,
+    SendError,
 };
 
 /// A configured upstream API account with its connection pool.

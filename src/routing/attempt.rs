@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use super::classify::{parse_retry_after, status_error, AttemptError};
 use super::Target;
 use crate::canonical::Dialect;
-use crate::provider::{self, read_all, Body, ByteStream, SendError};
+use crate::metrics::bump;
+use crate::provider::{self, read_at_most, Body, ByteStream, SendError};
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::SseDecoder;
 use crate::wire::{transcode, ClientWire, Usage};
@@ -77,6 +78,11 @@ fn body_error(_: hyper::Error) -> AttemptError {
     AttemptError::Reset
 }
 
+/// The most of an error body read: enough for any provider's error envelope and the message a
+/// classification reads (context-length wording, codes); an upstream that sends megabytes of
+/// HTML with its 502 is read no further.
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
+
 /// Marks synthetic health probes, so providers' logs (and our mock) can tell them apart.
 pub const PROBE_HEADER: &str = "x-switchyard-probe";
 
@@ -136,7 +142,15 @@ async fn send_to(
         return Ok(resp);
     }
     let retry_after = parse_retry_after(resp.headers());
-    let body = read_all(resp.into_body()).await.unwrap_or_default();
+    let body = match read_at_most(resp.into_body(), MAX_ERROR_BODY).await {
+        Ok((body, truncated)) => {
+            if truncated {
+                bump(&target.limits.error_body);
+            }
+            body
+        }
+        Err(_) => Bytes::new(),
+    };
     Err(status_error(
         target.dialect,
         status,
@@ -166,7 +180,13 @@ pub async fn call_full(
     }
     let call = async {
         let resp = send(target, body, probe, false, forward).await?;
-        let bytes = read_all(resp.into_body()).await.map_err(body_error)?;
+        let (bytes, truncated) = read_at_most(resp.into_body(), target.max_response_body)
+            .await
+            .map_err(body_error)?;
+        if truncated {
+            bump(&target.limits.max_response_body);
+            return Err(AttemptError::TooLarge);
+        }
         if forward.native {
             // Passed on as it came: only checked and its usage read.
             let usage = transcode::native_usage(target.dialect, &bytes)
@@ -215,7 +235,14 @@ pub async fn call_count_tokens(
     };
     let call = async {
         let resp = send_to(target, &url, body, false, forward).await?;
-        read_all(resp.into_body()).await.map_err(body_error)
+        let (bytes, truncated) = read_at_most(resp.into_body(), target.max_response_body)
+            .await
+            .map_err(body_error)?;
+        if truncated {
+            bump(&target.limits.max_response_body);
+            return Err(AttemptError::TooLarge);
+        }
+        Ok(bytes)
     };
     tokio::time::timeout_at(deadline, call)
         .await
@@ -246,13 +273,21 @@ pub async fn call_stream(
         let mut upstream = provider::stream(resp.into_body());
         let dialect = forward.answer_dialect(target);
         if target.dialect != dialect {
-            upstream = transcode::stream_to_openai(upstream, target.dialect);
+            upstream = transcode::stream_to_openai(
+                upstream,
+                target.dialect,
+                target.limits.sse_event.clone(),
+            );
         }
-        let mut decoder = SseDecoder::new();
+        // Bounded lines and events: one over the bound reads as an in-band error.
+        let mut decoder = SseDecoder::counting(target.limits.sse_event.clone());
         let mut tracker = ChunkTracker::for_dialect(dialect, client_wants_usage);
         tracker.set_capture(capture);
         let mut head = Vec::new();
         let mut head_text = String::new();
+        // Bytes read before the commit point: an upstream sending endless role-only chunks or
+        // comments before its first content is held to `max_response_body`.
+        let mut read = 0usize;
         loop {
             while let Some(ev) = decoder.next_event() {
                 match tracker.on_event(&ev) {
@@ -277,7 +312,14 @@ pub async fn call_stream(
                 }
             }
             match upstream.next().await {
-                Some(Ok(bytes)) => decoder.push(&bytes),
+                Some(Ok(bytes)) => {
+                    read = read.saturating_add(bytes.len());
+                    if read > target.max_response_body {
+                        bump(&target.limits.max_response_body);
+                        return Err(AttemptError::TooLarge);
+                    }
+                    decoder.push(&bytes);
+                }
                 Some(Err(e)) => return Err(body_error(e)),
                 None => return Err(AttemptError::EmptyStream),
             }

@@ -1,10 +1,13 @@
 //! The body an attempt sends: the request in the target's dialect, fitted to its context window,
 //! optionally asking it to continue a partial answer (mid-stream continuation).
 
+use std::sync::Arc;
+
 use super::classify::AttemptError;
 use super::Target;
 use crate::canonical::{self, Dialect};
 use crate::config::{ContextPolicy, OnOverflow};
+use crate::metrics::bump;
 use crate::wire::transcode::Canonical;
 use crate::wire::{ChatRequest, ClientWire};
 
@@ -56,59 +59,23 @@ pub struct Fitted {
 /// The body for a target, trimmed to its `context_window` when the conversation does not fit
 /// (`on_overflow = "trim_oldest"`): the oldest turns go, the system prompt and the newest turns
 /// stay, and a tool call keeps its result. A conversation that fits goes as the client sent it
-/// to a target of its own dialect (`client`), else written for the target.
-pub fn fitted_body(
-    target: &Target,
+/// to a target of its own dialect (`client`), else written for the target. A body whose bytes
+/// plus a generous output reserve fit the window cannot exceed it in tokens (a token is at least
+/// a byte), so most requests are not even counted.
+///
+/// One that is counted is counted on the blocking pool, not on the server thread: reading a
+/// long conversation into the canonical model and tokenizing it take long enough (seconds, for
+/// a hostile body) to hold every other request of the thread. The count itself is bounded and
+/// cannot panic (`canonical::context`); a byte estimate used in its place is counted as
+/// `switchyard_limits_total{limit="token_count"}`.
+pub async fn fitted_body(
+    target: &Arc<Target>,
     context: &ContextPolicy,
     chat: &ChatRequest,
-    canonical: &Canonical,
+    canonical: &Arc<Canonical>,
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
-    let Some((trimmed, turns_dropped)) = trimmed(target, context, chat, canonical, prefill)? else {
-        let native = prefill
-            .is_none()
-            .then(|| client?.native_body(target.dialect, &target.model_json))
-            .flatten();
-        return Ok(match native {
-            Some(body) => Fitted {
-                body,
-                turns_dropped: 0,
-                native: true,
-            },
-            None => Fitted {
-                body: request_body(target, chat, canonical, prefill)?,
-                turns_dropped: 0,
-                native: false,
-            },
-        });
-    };
-    let trimmed = match prefill {
-        Some(p) => canonical::with_prefill(&trimmed, p),
-        None => trimmed,
-    };
-    let body = (target.dialect)
-        .write_request(&trimmed, &target.config.model)
-        .map_err(|e| AttemptError::Untranslatable {
-            message: e.to_string(),
-        })?;
-    Ok(Fitted {
-        body,
-        turns_dropped,
-        native: false,
-    })
-}
-
-/// The conversation trimmed to the target's window, with the turns dropped; `None` when it
-/// fits as it is. A body whose bytes plus a generous output reserve fit the window cannot
-/// exceed it in tokens (a token is at least a byte), so most requests are not even counted.
-fn trimmed(
-    target: &Target,
-    context: &ContextPolicy,
-    chat: &ChatRequest,
-    canonical: &Canonical,
-    prefill: Option<&str>,
-) -> Result<Option<(canonical::ChatRequest, usize)>, AttemptError> {
     let trim = context.on_overflow == OnOverflow::TrimOldest;
     let window = match target.config.context_window {
         Some(w)
@@ -120,23 +87,94 @@ fn trimmed(
         {
             w
         }
-        _ => return Ok(None),
+        _ => return as_sent(target, chat, canonical, prefill, client),
     };
+    let (t, c, can) = (target.clone(), chat.clone(), canonical.clone());
+    let owned = prefill.map(str::to_owned);
+    let counted =
+        tokio::task::spawn_blocking(move || fit(&t, window, &c, &can, owned.as_deref())).await;
+    match counted {
+        Ok(Ok(Some((body, turns_dropped)))) => Ok(Fitted {
+            body,
+            turns_dropped,
+            native: false,
+        }),
+        Ok(Ok(None)) => as_sent(target, chat, canonical, prefill, client),
+        Ok(Err(e)) => Err(e),
+        // Not expected (the tokenizer's panics are caught where it runs); the attempt fails
+        // over rather than the request.
+        Err(e) => Err(AttemptError::Untranslatable {
+            message: format!("the conversation could not be counted: {e}"),
+        }),
+    }
+}
+
+/// The body of a conversation that fits as it is: the client's own to a target of its dialect
+/// (not for a prefill), else written for the target.
+fn as_sent(
+    target: &Target,
+    chat: &ChatRequest,
+    canonical: &Canonical,
+    prefill: Option<&str>,
+    client: Option<&ClientWire>,
+) -> Result<Fitted, AttemptError> {
+    let native = prefill
+        .is_none()
+        .then(|| client?.native_body(target.dialect, &target.model_json))
+        .flatten();
+    Ok(match native {
+        Some(body) => Fitted {
+            body,
+            turns_dropped: 0,
+            native: true,
+        },
+        None => Fitted {
+            body: request_body(target, chat, canonical, prefill)?,
+            turns_dropped: 0,
+            native: false,
+        },
+    })
+}
+
+/// [`fitted_body`]'s count and trim, on a blocking thread: the trimmed body and the turns
+/// dropped, or `None` when the conversation fits as it is.
+fn fit(
+    target: &Target,
+    window: u32,
+    chat: &ChatRequest,
+    canonical: &Canonical,
+    prefill: Option<&str>,
+) -> Result<Option<(Vec<u8>, usize)>, AttemptError> {
+    let model = &target.config.model;
     let Some(req) = canonical.get(chat) else {
         return Ok(None);
     };
-    let counter =
-        canonical::context::TokenCounter::for_target(target.dialect, &target.config.model);
+    let counter = canonical::context::TokenCounter::for_target(target.dialect, model);
     let reserve = req.max_tokens.unwrap_or(DEFAULT_RESERVE);
-    if canonical::context::estimate_tokens(req, &counter).saturating_add(reserve) <= window {
-        return Ok(None);
+    let fitting = canonical::context::fit(req, window, reserve, &counter);
+    if fitting.estimated {
+        bump(&target.limits.token_count);
     }
-    canonical::context::trim_to_fit(req, window, reserve, &counter)
-        .map(Some)
-        .map_err(|e| AttemptError::Untranslatable {
-            message: format!(
-                "the conversation does not fit {}'s context window ({e:?})",
-                target.id()
-            ),
-        })
+    let (trimmed, dropped) = match fitting.outcome {
+        Ok(None) => return Ok(None),
+        Ok(Some(trimmed)) => trimmed,
+        Err(e) => {
+            return Err(AttemptError::Untranslatable {
+                message: format!(
+                    "the conversation does not fit {}'s context window ({e:?})",
+                    target.id()
+                ),
+            })
+        }
+    };
+    let trimmed = match prefill {
+        Some(p) => canonical::with_prefill(&trimmed, p),
+        None => trimmed,
+    };
+    let body = target.dialect.write_request(&trimmed, model).map_err(|e| {
+        AttemptError::Untranslatable {
+            message: e.to_string(),
+        }
+    })?;
+    Ok(Some((body, dropped)))
 }

@@ -43,6 +43,8 @@ pub enum AttemptError {
     },
     /// A success status with a body that is not what the wire format says.
     Malformed,
+    /// An answer larger than `max_response_body` (a stream: before its first content).
+    TooLarge,
     /// A stream that carried an error event before its first content.
     InBand { message: String },
     /// A stream that ended before its first content.
@@ -146,6 +148,7 @@ impl AttemptError {
             AttemptError::FirstTokenTimeout => AttemptOutcome::FirstTokenTimeout,
             AttemptError::Status { .. } => AttemptOutcome::Status,
             AttemptError::Malformed => AttemptOutcome::Malformed,
+            AttemptError::TooLarge => AttemptOutcome::TooLarge,
             AttemptError::InBand { .. } => AttemptOutcome::InBandError,
             AttemptError::EmptyStream => AttemptOutcome::EmptyStream,
             AttemptError::Untranslatable { .. } => AttemptOutcome::Untranslatable,
@@ -205,6 +208,7 @@ impl AttemptError {
             AttemptError::Status { status, .. } => status.as_u16().to_string(),
             AttemptError::InBand { message } => format!("error event: {message}"),
             AttemptError::Untranslatable { message } => format!("cannot translate: {message}"),
+            AttemptError::TooLarge => "answer larger than max_response_body".into(),
             other => other.kind().replace('_', " "),
         }
     }
@@ -217,6 +221,7 @@ impl AttemptError {
             AttemptError::Timeout
             | AttemptError::FirstTokenTimeout
             | AttemptError::Malformed
+            | AttemptError::TooLarge
             | AttemptError::InBand { .. }
             | AttemptError::EmptyStream
             | AttemptError::Untranslatable { .. } => NextStep::NextTarget,

@@ -73,12 +73,13 @@ impl Continuation {
     /// breaker is open or that a `Retry-After` parks is passed over, and none is waited for.
     /// Each try that fails spends the route's and the target's retry budgets; failures count
     /// against the target. Tries that failed are added to `failed` (for the audit path), their
-    /// starts measured from `request_start`.
+    /// starts measured from `request_start`. Nothing is tried past the request's `deadline`.
     pub async fn resume(
         &mut self,
         sent: &str,
         client_wants_usage: bool,
         request_start: Instant,
+        deadline: Instant,
         failed: &mut Vec<Attempt>,
     ) -> Option<Resumed> {
         let route = self.route.clone();
@@ -89,6 +90,9 @@ impl Continuation {
         let mut passed_over = Vec::new();
         loop {
             let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
             let pick = pick_target(&route, &cursor, 0, &excluded, now, &mut passed_over, false);
             let Some(Pick::Now(idx)) = pick else {
                 return None;
@@ -117,7 +121,8 @@ impl Continuation {
                     &self.canonical,
                     partial,
                     None,
-                );
+                )
+                .await;
                 let body = match fitted {
                     Ok(fitted) => fitted.body,
                     Err(e) => {
@@ -126,11 +131,12 @@ impl Continuation {
                     }
                 };
                 let start = Instant::now();
-                let deadline = crate::clock::after(
+                let first_token = crate::clock::after(
                     start,
                     policy.first_token_timeout.min(policy.attempt_timeout),
                 );
                 let forward = Forward::default();
+                let deadline = first_token.min(deadline);
                 match call_stream(target, body, client_wants_usage, deadline, forward, true).await {
                     Ok(committed) => {
                         // It answered: the retry gives its share of the budgets back.

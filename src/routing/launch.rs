@@ -48,19 +48,20 @@ pub(super) fn launch<'a>(
         let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
         let context = &route.config.context;
         let client = Some(&req.client);
-        let fitted = match fitted_body(target, context, &req.chat, &req.canonical, None, client) {
-            Ok(fitted) => fitted,
-            Err(e) => {
-                return Done {
-                    seq,
-                    idx,
-                    start,
-                    hedge,
-                    turns_dropped: 0,
-                    result: Err(e),
+        let fitted =
+            match fitted_body(target, context, &req.chat, &req.canonical, None, client).await {
+                Ok(fitted) => fitted,
+                Err(e) => {
+                    return Done {
+                        seq,
+                        idx,
+                        start,
+                        hedge,
+                        turns_dropped: 0,
+                        result: Err(e),
+                    }
                 }
-            }
-        };
+            };
         let turns_dropped = fitted.turns_dropped;
         let forward = Forward::of(&req.client, target, fitted.native);
         let dialect = forward.answer_dialect(target);
@@ -97,6 +98,7 @@ pub(super) fn launch<'a>(
                     target_idx: idx,
                     attempt_start: start,
                     request_start: started,
+                    deadline,
                     continuation,
                     report: Some(tx),
                 };

@@ -44,7 +44,7 @@ use tokio::time::Instant;
 
 use crate::audit::redact::Redactor;
 use crate::config::{Config, RouteConfig, TargetConfig};
-use crate::metrics::{names, AtomicHistogram, Registry};
+use crate::metrics::{names, AtomicHistogram, LimitCounters, Registry};
 use crate::provider::{Provider, ProviderError};
 use budget::RetryBudget;
 use events::Events;
@@ -66,12 +66,23 @@ pub struct Shared {
     /// Every secret a config of this process has named: a key removed by a reload stays
     /// masked (a request still in flight on the old table may see it echoed).
     secrets: Mutex<Vec<String>>,
+    /// `switchyard_limits_total`, by limit.
+    pub limits: LimitCounters,
+    /// `[server] max_response_body` as the gateway started with it (a `[server]` change waits
+    /// for a restart, so a reload's value is not taken).
+    pub max_response_body: usize,
+    /// Set once the shutdown's drain ran out of time: open streams end with an error event
+    /// and races with a 503, so that each writes its audit record before the connections
+    /// close.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
-    /// Empty shared state around a metrics registry.
-    pub fn new(metrics: Arc<Registry>) -> Arc<Shared> {
+    /// Empty shared state around a metrics registry, with the `[server]` limits the routing
+    /// applies.
+    pub fn new(metrics: Arc<Registry>, max_response_body: usize) -> Arc<Shared> {
         Arc::new(Shared {
+            limits: LimitCounters::new(&metrics),
             metrics,
             events: Arc::default(),
             health: Mutex::default(),
@@ -79,6 +90,8 @@ impl Shared {
             target_budgets: Mutex::default(),
             publish: Arc::default(),
             secrets: Mutex::default(),
+            max_response_body,
+            closing: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -91,6 +104,17 @@ impl Shared {
             }
         }
         Redactor::new(known.iter().cloned())
+    }
+
+    /// End what is still open: streams with an error event, races with a 503 (the drain of a
+    /// shutdown ran out of time). Once and for good.
+    pub fn close_all(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once [`Shared::close_all`] was called.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        closed(self.closing.subscribe())
     }
 
     /// Every target's health, by target id (for the cluster sync).
@@ -133,6 +157,8 @@ pub struct Route {
     /// When those were last logged and shown as an event, by the same index.
     breaker_open_noted: Vec<Vec<SkipNote>>,
     origin: Instant,
+    /// Watches [`Shared::close_all`].
+    closing: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Failovers past an open breaker happen on every request of an outage: they are logged and
@@ -150,6 +176,12 @@ struct SkipNote {
 pub const SKIP_NOTE_EVERY: Duration = Duration::from_secs(10);
 
 impl Route {
+    /// Resolves once the gateway ends what is still open ([`Shared::close_all`]): a request
+    /// or stream waiting on it ends at once, with its audit record.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        closed(self.closing.clone())
+    }
+
     /// Count a finished client request: served by target `served` (an index), or none.
     pub fn count_request(&self, served: Option<usize>, outcome: RequestOutcome, elapsed: Duration) {
         self.count_outcome(served, outcome);
@@ -258,6 +290,11 @@ pub struct Target {
     pub budget: Arc<RetryBudget>,
     /// Probes get at most this long.
     pub probe_timeout: Duration,
+    /// `[server] max_response_body`: the most of an answer read whole, or of a stream before
+    /// its first content.
+    pub max_response_body: usize,
+    /// `switchyard_limits_total`, by limit.
+    pub limits: LimitCounters,
     origin: Instant,
     /// Milliseconds after `origin` until which a 429's `Retry-After` parks this target; 0: never.
     parked_until_ms: AtomicU64,
@@ -288,6 +325,13 @@ impl Target {
             .as_millis() as u64;
         self.parked_until_ms
             .fetch_max(until.max(1), Ordering::Relaxed);
+    }
+}
+
+/// Resolves when `rx` turns true (never, if its sender is gone without it).
+async fn closed(mut rx: tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|closing| *closing).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -353,6 +397,8 @@ impl Routing {
                     health,
                     budget,
                     probe_timeout: route.failover.attempt_timeout.min(Duration::from_secs(10)),
+                    max_response_body: shared.max_response_body,
+                    limits: shared.limits.clone(),
                     origin,
                     parked_until_ms: AtomicU64::new(0),
                 });
@@ -426,6 +472,7 @@ impl Routing {
                     breaker_open,
                     breaker_open_noted,
                     origin,
+                    closing: shared.closing.subscribe(),
                 }),
             );
         }

@@ -33,6 +33,8 @@ pub enum AttemptOutcome {
     Status,
     /// A success status with a body that is not what the wire format says.
     Malformed,
+    /// An answer over `max_response_body` (a stream: before its first content).
+    TooLarge,
     /// An error event inside a stream.
     InBandError,
     /// A stream that ended before its first content.
@@ -41,8 +43,10 @@ pub enum AttemptOutcome {
     Untranslatable,
     /// A committed stream whose connection closed before the answer was complete.
     Cut,
-    /// A committed stream that sent nothing for `idle_timeout`.
+    /// A committed stream that sent no content for `idle_timeout`.
     Stall,
+    /// Ended by the shutdown: its drain ran out of time (`shutdown_timeout`).
+    Shutdown,
     /// A restarted continuation whose answer differed from what the client had.
     Diverged,
     /// A continuation whose target refused the prefill (it was asked again from the start).
@@ -64,11 +68,13 @@ impl AttemptOutcome {
             AttemptOutcome::FirstTokenTimeout => "first_token_timeout",
             AttemptOutcome::Status => "status",
             AttemptOutcome::Malformed => "malformed",
+            AttemptOutcome::TooLarge => "too_large",
             AttemptOutcome::InBandError => "in_band_error",
             AttemptOutcome::EmptyStream => "empty_stream",
             AttemptOutcome::Untranslatable => "untranslatable",
             AttemptOutcome::Cut => "cut",
             AttemptOutcome::Stall => "stall",
+            AttemptOutcome::Shutdown => "shutdown",
             AttemptOutcome::Diverged => "diverged",
             AttemptOutcome::PrefillRejected => "prefill_rejected",
         }

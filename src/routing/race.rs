@@ -101,6 +101,7 @@ impl<'a> Race<'a> {
     /// Run the race to its outcome.
     pub(super) async fn run(mut self) -> Outcome {
         let mut in_flight: FuturesUnordered<BoxFuture<'a, Done>> = FuturesUnordered::new();
+        let mut closing = std::pin::pin!(self.route.closed());
         loop {
             // Start what is due now without a timer: a timer rounds up to the next millisecond.
             let can_launch = self.can_launch();
@@ -127,6 +128,7 @@ impl<'a> Race<'a> {
                 () = until(self.hedge_at), if self.hedge_at.is_some() && !self.running.is_empty() => {
                     self.fire_hedge(&mut in_flight);
                 }
+                () = closing.as_mut() => return self.shut_down(),
                 else => break,
             }
         }
@@ -534,6 +536,33 @@ impl<'a> Race<'a> {
         };
         count(self.route, &outcome, self.started, served_idx);
         outcome
+    }
+
+    /// The shutdown's drain ran out of time (`shutdown_timeout`) with this request in flight:
+    /// its attempts are ended and the client gets a 503 that says why (so does its audit
+    /// record). Not held against any target: the gateway is going away, not the provider.
+    fn shut_down(mut self) -> Outcome {
+        self.record_running(AttemptOutcome::Shutdown);
+        let failure = Failure {
+            status: http::StatusCode::SERVICE_UNAVAILABLE,
+            code: "shutting_down",
+            message: format!(
+                "route {}: the gateway is shutting down and its drain (shutdown_timeout) ran out \
+                 with this request in flight",
+                self.route.config.name
+            ),
+        };
+        self.route
+            .count_request(None, RequestOutcome::Error, self.started.elapsed());
+        Outcome {
+            result: Err(failure),
+            hedged: false,
+            turns_dropped: 0,
+            served: None,
+            path: std::mem::take(&mut self.path),
+            skipped: std::mem::take(&mut self.skipped),
+            budget_skipped: std::mem::take(&mut self.budget_skipped),
+        }
     }
 
     /// Nothing more to try: the client gets an error that lists the path. A context-length

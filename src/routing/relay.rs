@@ -4,6 +4,12 @@
 //! stream ends with a `finish_reason: "error"` chunk and an OpenAI error event, never a
 //! truncated answer that looks complete. A stream whose upstream forgets `[DONE]` is finished
 //! promptly once it is complete.
+//!
+//! Liveness is measured on content: `idle_timeout` runs from the last event that carried
+//! content (or the finish), so an upstream that sends only `: keepalive` comments or empty
+//! chunks still stalls out. The request's deadline (`request_timeout`) bounds the whole stream,
+//! and a shutdown whose drain ran out of time ends it; both end it with the error event, no
+//! continuation.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -20,6 +26,7 @@ use super::health::Verdict;
 use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::{Route, Target};
 use crate::canonical::{anthropic, Dialect, ErrorClass, StreamDecoder, StreamEncoder, StreamEvent};
+use crate::metrics::bump;
 use crate::provider::ByteStream;
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::{decode_data, SseDecoder, SseEvent};
@@ -42,6 +49,9 @@ pub struct RelayContext {
     pub attempt_start: Instant,
     /// When the client request started.
     pub request_start: Instant,
+    /// The request's deadline (`request_timeout`, or the client's shorter
+    /// `x-switchyard-timeout`): the stream ends there, whatever it is doing.
+    pub deadline: Instant,
     /// `Some` when `mid_stream = "continue"`.
     pub continuation: Option<Continuation>,
     /// Told how the stream ended; dropped unsent when the client went away first.
@@ -53,10 +63,14 @@ pub struct RelayContext {
 pub enum StreamCut {
     /// The connection failed or closed before the answer was complete.
     Cut,
-    /// No chunk for `idle_timeout`.
+    /// No content for `idle_timeout`.
     Stall(Duration),
     /// The upstream sent an error event.
     InBand(String),
+    /// The request's deadline passed.
+    Deadline(Duration),
+    /// The gateway is shutting down and its drain ran out of time.
+    Shutdown,
 }
 
 impl StreamCut {
@@ -64,8 +78,13 @@ impl StreamCut {
     pub fn describe(&self) -> String {
         match self {
             StreamCut::Cut => "upstream connection closed before the answer was complete".into(),
-            StreamCut::Stall(d) => format!("upstream sent nothing for {} ms", d.as_millis()),
+            StreamCut::Stall(d) => format!("upstream sent no content for {} ms", d.as_millis()),
             StreamCut::InBand(m) => format!("upstream error: {m}"),
+            StreamCut::Deadline(d) => format!(
+                "the request's deadline (request_timeout) passed after {} ms",
+                d.as_millis()
+            ),
+            StreamCut::Shutdown => "the gateway is shutting down (shutdown_timeout)".into(),
         }
     }
 
@@ -75,6 +94,8 @@ impl StreamCut {
             StreamCut::Cut => AttemptOutcome::Cut,
             StreamCut::Stall(_) => AttemptOutcome::Stall,
             StreamCut::InBand(_) => AttemptOutcome::InBandError,
+            StreamCut::Deadline(_) => AttemptOutcome::Timeout,
+            StreamCut::Shutdown => AttemptOutcome::Shutdown,
         }
     }
 }
@@ -109,6 +130,10 @@ struct Relay {
     /// Set when a stream passed through in the client's dialect is continued by another
     /// target: the continuation's chunks (inner form) are written on in that dialect.
     reencode: Option<Reencode>,
+    /// When the last event with content (or the finish) arrived: `idle_timeout` runs from here.
+    progress_at: Instant,
+    /// Resolves when the gateway ends what is still open (made once per stream).
+    closing: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
 
 /// A continuation's chunks written in the dialect of the stream they continue.
@@ -308,13 +333,21 @@ impl Relay {
             why.describe()
         );
         let mut cont = self.ctx.continuation.take();
+        let out_of_time = matches!(why, StreamCut::Deadline(_) | StreamCut::Shutdown);
         let resumed = match cont.as_mut() {
-            Some(c) if self.tracker.resumable() => {
+            Some(c) if self.tracker.resumable() && !out_of_time => {
                 let mut failed = Vec::new();
-                let resumed = c
-                    .resume(&self.sent, true, self.ctx.request_start, &mut failed)
-                    .await;
+                let (start, deadline) = (self.ctx.request_start, self.ctx.deadline);
+                let resumed = tokio::select! {
+                    resumed = c.resume(&self.sent, true, start, deadline, &mut failed) => Some(resumed),
+                    () = self.closing.as_mut() => None,
+                };
                 self.failed_tries.extend(failed);
+                let Some(resumed) = resumed else {
+                    self.ctx.continuation = cont;
+                    let message = format!("{message}; {}", StreamCut::Shutdown.describe());
+                    return self.fail(why.outcome(), message);
+                };
                 resumed
             }
             _ => None,
@@ -335,6 +368,7 @@ impl Relay {
             self.current_idx = resumed.idx;
             self.current = self.ctx.route.targets[resumed.idx].clone();
             self.attempt_start = resumed.start;
+            self.progress_at = resumed.start;
             self.carried = self.sent.len();
             self.upstream = resumed.committed.upstream;
             self.decoder = resumed.committed.decoder;
@@ -370,22 +404,40 @@ impl Relay {
                 return None;
             }
             if let Some(ev) = self.decoder.next_event() {
+                let seen = (self.tracker.content_chunks, self.tracker.finished);
                 if let Some(why) = self.handle(&ev) {
                     self.cut(why).await;
+                } else if seen != (self.tracker.content_chunks, self.tracker.finished) {
+                    self.progress_at = Instant::now();
                 }
                 continue;
             }
-            let wait = if self.tracker.finished {
-                FINISH_GRACE.min(self.idle_timeout())
+            let idle_until = if self.tracker.finished {
+                Instant::now() + FINISH_GRACE.min(self.idle_timeout())
             } else {
-                self.idle_timeout()
+                self.progress_at + self.idle_timeout()
             };
-            match tokio::time::timeout(wait, self.upstream.next()).await {
+            let read =
+                tokio::time::timeout_at(idle_until.min(self.ctx.deadline), self.upstream.next());
+            let next = tokio::select! {
+                biased;
+                next = read => next,
+                () = self.closing.as_mut() => {
+                    self.cut(StreamCut::Shutdown).await;
+                    continue;
+                }
+            };
+            match next {
                 Ok(Some(Ok(bytes))) => self.decoder.push(&bytes),
                 Ok(Some(Err(_)) | None) if self.tracker.finished => self.finish(),
                 Ok(Some(Err(_)) | None) => self.cut(StreamCut::Cut).await,
                 Err(_) if self.tracker.finished => self.finish(),
-                Err(_) => self.cut(StreamCut::Stall(wait)).await,
+                Err(_) if Instant::now() >= self.ctx.deadline => {
+                    bump(&self.current.limits.stream_deadline);
+                    let after = self.ctx.deadline - self.ctx.request_start;
+                    self.cut(StreamCut::Deadline(after)).await
+                }
+                Err(_) => self.cut(StreamCut::Stall(self.idle_timeout())).await,
             }
         }
     }
@@ -415,6 +467,7 @@ pub fn relay(
         String::new()
     };
     let current = ctx.route.targets[ctx.target_idx].clone();
+    let closing = Box::pin(ctx.route.closed());
     let relay = Relay {
         upstream: committed.upstream,
         decoder: committed.decoder,
@@ -429,6 +482,9 @@ pub fn relay(
         attempts: Vec::new(),
         failed_tries: Vec::new(),
         reencode: None,
+        // The head's content arrived just now: the commit point.
+        progress_at: Instant::now(),
+        closing,
         ctx,
     };
     futures_util::stream::unfold(relay, |mut r| async move {

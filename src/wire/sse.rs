@@ -1,6 +1,16 @@
 //! A server-sent events decoder for upstream streams (the WHATWG event-stream rules we need:
 //! `data:` lines joined by `\n`, `event:` names, comments, CR/LF/CRLF line ends) and the encoder
 //! for what we send on.
+//!
+//! What it holds is bounded, since the upstream decides what it sends: a line longer than
+//! [`MAX_LINE`] or an event whose joined data is longer than [`MAX_EVENT`] ends the decoding.
+//! The decoder then returns one error event ([`OVERFLOW`], read as an in-band error by every
+//! dialect's reader, so the attempt fails like one: before the first content it fails over,
+//! after it the stream is continued elsewhere or ends with the error event), ignores the rest
+//! of the stream, and counts the overflow when given a counter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -22,10 +32,23 @@ pub struct SseDecoder {
     has_data: bool,
     /// `buf[..scanned]` holds no line end: a long event arriving in pieces is scanned once.
     scanned: usize,
+    /// A line or an event outgrew its bound: everything from then on is ignored.
+    overflowed: bool,
+    /// The error event for the overflow is still to be returned.
+    overflow_due: bool,
+    /// Counts overflows (`switchyard_limits_total{limit="sse_event"}`).
+    overflows: Option<Arc<AtomicU64>>,
 }
 
-/// Streams longer than this without a line break are malformed; the decoder drops them.
-const MAX_LINE: usize = 4 << 20;
+/// The longest line (4 MiB): a stream without a line break this long is not SSE.
+pub const MAX_LINE: usize = 4 << 20;
+/// The most data one event may join from its `data:` lines (4 MiB): no chunk of any provider
+/// comes near it.
+pub const MAX_EVENT: usize = 4 << 20;
+
+/// The data of the error event an overflow ends the decoding with: an OpenAI in-band error
+/// that Anthropic's and Gemini's readers take for theirs too.
+pub const OVERFLOW: &[u8] = br#"{"type":"error","error":{"type":"upstream_error","message":"the upstream sent a stream line or event over 4 MiB"}}"#;
 
 impl SseDecoder {
     /// A decoder with no buffered bytes.
@@ -33,13 +56,47 @@ impl SseDecoder {
         Self::default()
     }
 
+    /// A decoder that adds one to `overflows` when a line or an event outgrows its bound.
+    pub fn counting(overflows: Arc<AtomicU64>) -> Self {
+        SseDecoder {
+            overflows: Some(overflows),
+            ..Self::default()
+        }
+    }
+
+    /// Whether a line or an event outgrew its bound (the decoding ended there).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
     /// Append bytes received from upstream.
     pub fn push(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
+        if !self.overflowed {
+            self.buf.extend_from_slice(chunk);
+        }
+    }
+
+    /// Stop decoding: drop what is held, and return the error event next.
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.overflow_due = true;
+        self.buf = BytesMut::new();
+        self.data = BytesMut::new();
+        self.event = None;
+        self.has_data = false;
+        if let Some(counter) = &self.overflows {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<SseEvent> {
+        if self.overflowed {
+            return std::mem::take(&mut self.overflow_due).then(|| SseEvent {
+                event: Some("error".to_owned()),
+                data: Bytes::from_static(OVERFLOW),
+            });
+        }
         loop {
             let from = self.scanned.min(self.buf.len());
             let end = self.buf[from..]
@@ -49,11 +106,15 @@ impl SseDecoder {
             let Some(end) = end else {
                 self.scanned = self.buf.len();
                 if self.buf.len() > MAX_LINE {
-                    self.buf.clear();
-                    self.scanned = 0;
+                    self.overflow();
+                    return self.next_event();
                 }
                 return None;
             };
+            if end > MAX_LINE {
+                self.overflow();
+                return self.next_event();
+            }
             // A CR at the very end may be the first half of a CRLF: wait for the next byte.
             if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
                 self.scanned = end;
@@ -74,13 +135,17 @@ impl SseDecoder {
                 self.event = None;
                 continue;
             }
-            self.field(&line);
+            if !self.field(&line) {
+                self.overflow();
+                return self.next_event();
+            }
         }
     }
 
-    fn field(&mut self, line: &[u8]) {
+    /// Take one field line; false when the event's data would outgrow [`MAX_EVENT`].
+    fn field(&mut self, line: &[u8]) -> bool {
         if line[0] == b':' {
-            return; // comment / keep-alive
+            return true; // comment / keep-alive
         }
         let (name, value) = match line.iter().position(|&b| b == b':') {
             Some(i) => {
@@ -91,6 +156,9 @@ impl SseDecoder {
         };
         match name {
             b"data" => {
+                if self.data.len() + value.len() + 1 > MAX_EVENT {
+                    return false;
+                }
                 if self.has_data {
                     self.data.extend_from_slice(b"\n");
                 }
@@ -100,6 +168,7 @@ impl SseDecoder {
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {} // id, retry and unknown fields do not matter to a relay
         }
+        true
     }
 }
 
@@ -165,6 +234,43 @@ mod tests {
         assert_eq!(evs.len(), 1);
         assert_eq!(evs[0].event, None);
         assert_eq!(evs[0].data, Bytes::from_static(b"y"));
+    }
+
+    #[test]
+    fn an_event_over_its_bound_ends_the_decoding_with_one_error_event() {
+        let counter = Arc::new(AtomicU64::new(0));
+        let mut dec = SseDecoder::counting(counter.clone());
+        dec.push(b"data: {\"a\":1}\n\n");
+        assert_eq!(all(&mut dec).len(), 1);
+        let line = format!("data: {}\n", "x".repeat(1 << 20));
+        for _ in 0..3 {
+            dec.push(line.as_bytes());
+            assert!(all(&mut dec).is_empty());
+        }
+        assert!(!dec.overflowed(), "3 MiB so far");
+        dec.push(line.as_bytes());
+        dec.push(b"\n");
+        let evs = all(&mut dec);
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].data, Bytes::from_static(OVERFLOW));
+        assert_eq!(evs[0].event.as_deref(), Some("error"));
+        assert!(dec.overflowed());
+        assert_eq!(counter.load(Ordering::Relaxed), 1);
+        dec.push(b"data: {\"b\":2}\n\n");
+        assert!(all(&mut dec).is_empty(), "the rest is ignored");
+        assert!(dec.buf.is_empty() && dec.data.is_empty(), "nothing held");
+    }
+
+    #[test]
+    fn a_line_over_its_bound_ends_the_decoding_whether_or_not_it_ends() {
+        let mut dec = SseDecoder::new();
+        dec.push(&vec![b'x'; MAX_LINE + 1]);
+        assert_eq!(all(&mut dec).len(), 1);
+        let mut dec = SseDecoder::new();
+        let mut long = vec![b'x'; MAX_LINE + 1];
+        long.extend_from_slice(b"\n\n");
+        dec.push(&long);
+        assert_eq!(all(&mut dec)[0].data, Bytes::from_static(OVERFLOW));
     }
 
     #[test]

@@ -75,10 +75,11 @@ fn recode<E: Send + 'static>(
     body: BoxStream<'static, Result<Bytes, E>>,
     from: Dialect,
     to: Dialect,
+    sse: SseDecoder,
 ) -> BoxStream<'static, Result<Bytes, E>> {
     let state = Recode {
         body,
-        sse: SseDecoder::new(),
+        sse,
         decoder: from.decoder(),
         encoder: to.encoder(true),
         ended: false,
@@ -114,9 +115,20 @@ fn recode<E: Send + 'static>(
     .boxed()
 }
 
-/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk).
-pub fn stream_to_openai(upstream: ByteStream, dialect: Dialect) -> ByteStream {
-    recode(upstream, dialect, Dialect::OpenAi)
+/// An upstream stream of `dialect` as OpenAI SSE bytes (with the usage chunk). An upstream
+/// line or event over the SSE bounds becomes an in-band error (see `wire::sse`), counted in
+/// `overflows`.
+pub fn stream_to_openai(
+    upstream: ByteStream,
+    dialect: Dialect,
+    overflows: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> ByteStream {
+    recode(
+        upstream,
+        dialect,
+        Dialect::OpenAi,
+        SseDecoder::counting(overflows),
+    )
 }
 
 /// The relay's OpenAI SSE bytes re-encoded for a client of another dialect.
@@ -124,7 +136,7 @@ pub fn stream_from_openai(
     body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
     dialect: Dialect,
 ) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
-    recode(body, Dialect::OpenAi, dialect)
+    recode(body, Dialect::OpenAi, dialect, SseDecoder::new())
 }
 
 /// The usage of a whole answer of `dialect` passed on as it came (same-dialect pass-through),

@@ -35,6 +35,12 @@ pub(super) struct RawServer {
     pub max_body: Option<SizeText>,
     pub workers: Option<u32>,
     pub allowed_hosts: Option<Vec<String>>,
+    pub header_timeout: Option<DurationText>,
+    pub idle_timeout: Option<DurationText>,
+    pub max_connections: Option<u32>,
+    pub max_in_flight: Option<u32>,
+    pub max_response_body: Option<SizeText>,
+    pub shutdown_timeout: Option<DurationText>,
 }
 
 /// One `[[providers]]` entry.

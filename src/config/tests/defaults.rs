@@ -15,6 +15,12 @@ fn server_and_provider_defaults() {
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(config.server.max_body, 8 * 1024 * 1024);
     assert_eq!(config.server.workers, None, "one per core");
+    assert_eq!(config.server.header_timeout, Duration::from_secs(10));
+    assert_eq!(config.server.idle_timeout, Duration::from_secs(120));
+    assert_eq!(config.server.max_connections, 10_000);
+    assert_eq!(config.server.max_in_flight, 2_000);
+    assert_eq!(config.server.max_response_body, 64 * 1024 * 1024);
+    assert_eq!(config.server.shutdown_timeout, Duration::from_secs(30));
     let openai = &config.providers[0];
     assert_eq!(openai.kind, ProviderKind::OpenAi);
     assert_eq!(
@@ -236,6 +242,20 @@ redis = "redis://127.0.0.1:6379"
     let cluster = config.cluster.as_ref().unwrap();
     assert_eq!(cluster.redis, "redis://127.0.0.1:6379");
     assert_eq!(cluster.key_prefix, "switchyard");
+}
+
+#[test]
+fn server_limits_are_read() {
+    let config = load(&with_route(
+        "[server]\nheader_timeout = \"2s\"\nidle_timeout = \"5m\"\nmax_connections = 50\n\
+         max_in_flight = 7\nmax_response_body = \"1MiB\"\nshutdown_timeout = \"0s\"",
+    ));
+    let s = &config.server;
+    assert_eq!(s.header_timeout, Duration::from_secs(2));
+    assert_eq!(s.idle_timeout, Duration::from_secs(300));
+    assert_eq!((s.max_connections, s.max_in_flight), (50, 7));
+    assert_eq!(s.max_response_body, 1 << 20);
+    assert_eq!(s.shutdown_timeout, Duration::ZERO, "no drain at all");
 }
 
 #[test]

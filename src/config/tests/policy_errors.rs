@@ -115,6 +115,23 @@ on_overflow = "drop""#,
 }
 
 #[test]
+fn server_limits_are_checked_at_their_key_paths() {
+    let errs = errors(&with_route(
+        "[server]\nheader_timeout = \"0s\"\nidle_timeout = \"soon\"\nmax_connections = 0\n\
+         max_in_flight = 0\nmax_response_body = \"0\"\nshutdown_timeout = \"-1s\"",
+    ));
+    error_at(&errs, "server.header_timeout", "greater than 0s");
+    error_at(&errs, "server.idle_timeout", "invalid duration `soon`");
+    error_at(&errs, "server.max_connections", "at least 1");
+    error_at(&errs, "server.max_in_flight", "at least 1");
+    error_at(&errs, "server.max_response_body", "greater than 0");
+    error_at(&errs, "server.shutdown_timeout", "");
+    assert_eq!(errs.len(), 6, "{errs:#?}");
+    let errs = errors(&with_route("[server]\nheader_timeout = 10"));
+    error_at(&errs, "server.header_timeout", "invalid type: integer");
+}
+
+#[test]
 fn server_audit_auth_cluster_rules() {
     let errs = errors(&with_route(
         r#"[server]

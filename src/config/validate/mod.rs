@@ -15,15 +15,22 @@ mod route;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::file::{RawAudit, RawAuth, RawCluster, RawConfig, RawServer};
+use super::file::{DurationText, RawAudit, RawAuth, RawCluster, RawConfig, RawServer, SizeText};
 use super::{
     format_duration, parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig,
     ClusterConfig, Config, ConfigError, ConfigErrors, ServerConfig,
 };
 
-/// Built-in `[server]` values.
+/// Built-in `[server]` values: what a gateway facing clients it does not control ships with
+/// (`docs/CONTRACT.md` says why each).
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_MAX_BODY: &str = "8MiB";
+const DEFAULT_HEADER_TIMEOUT: &str = "10s";
+const DEFAULT_IDLE_TIMEOUT: &str = "120s";
+const DEFAULT_MAX_CONNECTIONS: u32 = 10_000;
+const DEFAULT_MAX_IN_FLIGHT: u32 = 2_000;
+const DEFAULT_MAX_RESPONSE_BODY: &str = "64MiB";
+const DEFAULT_SHUTDOWN_TIMEOUT: &str = "30s";
 /// Built-in `[cluster] key_prefix`.
 const DEFAULT_KEY_PREFIX: &str = "switchyard";
 
@@ -161,23 +168,64 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
                 None
             }
         });
-    let size_raw = raw
-        .max_body
-        .as_ref()
-        .map_or(DEFAULT_MAX_BODY, |s| s.0.as_str());
-    let max_body = ctx
-        .text("server.max_body", size_raw)
-        .and_then(|text| match parse_size(&text) {
-            Ok(0) => {
-                ctx.error("server.max_body", "must be greater than 0", SIZE_HINT);
-                None
-            }
-            Ok(n) => Some(n),
-            Err(message) => {
-                ctx.error("server.max_body", message, SIZE_HINT);
-                None
-            }
-        });
+    let max_body = size(
+        ctx,
+        "server.max_body",
+        raw.max_body.as_ref(),
+        DEFAULT_MAX_BODY,
+    );
+    let max_response_body = size(
+        ctx,
+        "server.max_response_body",
+        raw.max_response_body.as_ref(),
+        DEFAULT_MAX_RESPONSE_BODY,
+    );
+    let mut timeout = |key: &str, raw: Option<&DurationText>, default: &str, positive: bool| {
+        let path = format!("server.{key}");
+        let text = raw.map_or(default, |d| d.0.as_str());
+        ctx.duration(&path, text, positive)
+            .or_else(|| parse_duration(default).ok())
+            .unwrap_or_default()
+    };
+    let header_timeout = timeout(
+        "header_timeout",
+        raw.header_timeout.as_ref(),
+        DEFAULT_HEADER_TIMEOUT,
+        true,
+    );
+    let idle_timeout = timeout(
+        "idle_timeout",
+        raw.idle_timeout.as_ref(),
+        DEFAULT_IDLE_TIMEOUT,
+        true,
+    );
+    // "0s": no drain, what is in flight is ended at once.
+    let shutdown_timeout = timeout(
+        "shutdown_timeout",
+        raw.shutdown_timeout.as_ref(),
+        DEFAULT_SHUTDOWN_TIMEOUT,
+        false,
+    );
+    let mut at_least_one = |key: &str, value: Option<u32>, default: u32, hint: &str| match value {
+        Some(0) => {
+            ctx.error(format!("server.{key}"), "must be at least 1", hint);
+            default
+        }
+        Some(n) => n,
+        None => default,
+    };
+    let max_connections = at_least_one(
+        "max_connections",
+        raw.max_connections,
+        DEFAULT_MAX_CONNECTIONS,
+        "leave it out for 10000; keep it below the process's file descriptor limit",
+    );
+    let max_in_flight = at_least_one(
+        "max_in_flight",
+        raw.max_in_flight,
+        DEFAULT_MAX_IN_FLIGHT,
+        "leave it out for 2000",
+    );
     let workers = raw.workers.and_then(|n| {
         let n = std::num::NonZeroU32::new(n).filter(|n| n.get() <= MAX_WORKERS);
         if n.is_none() {
@@ -198,9 +246,33 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
         .collect();
     ServerConfig {
         listen: listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8080))),
-        max_body: max_body.unwrap_or(8 << 20),
+        max_body,
         workers,
         allowed_hosts,
+        header_timeout,
+        idle_timeout,
+        max_connections,
+        max_in_flight,
+        max_response_body,
+        shutdown_timeout,
+    }
+}
+
+/// A size greater than 0 at `path` (`default` when it is not written, or wrong).
+fn size(ctx: &mut Ctx<'_>, path: &str, raw: Option<&SizeText>, default: &str) -> usize {
+    let fallback = parse_size(default).unwrap_or(1);
+    let text = raw.map_or(default, |s| s.0.as_str());
+    match ctx.text(path, text).map(|text| parse_size(&text)) {
+        Some(Ok(0)) => {
+            ctx.error(path, "must be greater than 0", SIZE_HINT);
+            fallback
+        }
+        Some(Ok(n)) => n,
+        Some(Err(message)) => {
+            ctx.error(path, message, SIZE_HINT);
+            fallback
+        }
+        None => fallback,
     }
 }
 

@@ -1,0 +1,532 @@
+//! Client connections: one listener's accept loop and each connection's bounds.
+//!
+//! A client the gateway does not control decides how slowly it sends and how long it keeps a
+//! connection; each of these costs a file descriptor, and with too many of them the gateway
+//! stops answering anyone (its health checks included). So, per `[server]`:
+//!
+//! - `header_timeout`: from its accept (or from the first byte of a request on a kept-alive
+//!   connection), a connection must deliver its request head within this, else it is closed.
+//! - `idle_timeout`: a connection with no request in flight and no new one started is closed.
+//! - `max_connections`: over every server thread; one more is accepted and closed at once.
+//! - `max_in_flight`: client API requests (completions and messages; streams until they end)
+//!   over every server thread; one more gets 503 with `Retry-After` at once, in the client
+//!   dialect's envelope. Operations endpoints (`/healthz`, `/metrics`, ...) are not counted, so
+//!   they still answer under overload.
+//! - `shutdown_timeout`: the drain after the shutdown signal lasts at most this; then what is
+//!   still open is ended (`Shared::close_all`: streams get an error event, races a 503, each
+//!   writes its audit record), given [`CLOSE_GRACE`] to say so, and closed.
+//!
+//! hyper's own `header_read_timeout` is not used: it also runs while a kept-alive connection
+//! waits for its next request, which would make `idle_timeout` the header timeout. Instead each
+//! connection's I/O notes when a new request starts arriving ([`Watched`]) and its service when
+//! a request's head is complete and when its response ended ([`Done`]); the connection's task
+//! holds one timer, re-armed only when that phase changes. Each of these limits counts in
+//! `switchyard_limits_total` when it acts.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use http::{HeaderValue, Request, StatusCode, Version};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tower_service::Service as _;
+
+use super::AppError;
+use crate::api::error::ApiError;
+use crate::api::headers;
+use crate::canonical::Dialect;
+use crate::config::ServerConfig;
+use crate::metrics::{bump, LimitCounters};
+use crate::routing::Shared;
+
+/// After `shutdown_timeout`, how long what is still open has to write its error event and
+/// audit record before its connection is closed.
+pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// What a 503 for `max_in_flight` asks the client to wait: requests finish in seconds.
+const RETRY_AFTER_SECS: &str = "1";
+
+/// What every listener of one gateway shares: the `[server]` bounds, the counts they are
+/// checked against, and what acts when they are reached.
+#[derive(Debug)]
+pub(super) struct Gate {
+    header_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
+    max_in_flight: usize,
+    pub(super) shutdown_timeout: Duration,
+    connections: AtomicUsize,
+    in_flight: AtomicUsize,
+    counters: LimitCounters,
+    shared: Arc<Shared>,
+}
+
+impl Gate {
+    pub(super) fn new(server: &ServerConfig, shared: Arc<Shared>) -> Arc<Gate> {
+        Arc::new(Gate {
+            header_timeout: server.header_timeout,
+            idle_timeout: server.idle_timeout,
+            max_connections: server.max_connections as usize,
+            max_in_flight: server.max_in_flight as usize,
+            shutdown_timeout: server.shutdown_timeout,
+            connections: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            counters: shared.limits.clone(),
+            shared,
+        })
+    }
+
+    /// Take a place for one more connection, if there is one.
+    fn connect(self: &Arc<Self>) -> Option<ConnSlot> {
+        take(&self.connections, self.max_connections).then(|| ConnSlot(self.clone()))
+    }
+
+    /// Take a place for one more client API request, if there is one.
+    fn admit(&self) -> bool {
+        take(&self.in_flight, self.max_in_flight)
+    }
+}
+
+/// One more of `count`, unless it is at `max`.
+fn take(count: &AtomicUsize, max: usize) -> bool {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .is_ok()
+}
+
+/// A connection's place under `max_connections`, given back when it closes.
+#[derive(Debug)]
+struct ConnSlot(Arc<Gate>);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Serve `listener` until `shutdown` resolves, then drain its connections (at most
+/// `shutdown_timeout`, then [`CLOSE_GRACE`] for what is ended).
+pub(super) async fn serve_on(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    gate: Arc<Gate>,
+) -> Result<(), AppError> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Ours instead (see the module doc); hyper's would also cut idle kept-alive connections.
+    builder.http1().header_read_timeout(None);
+    let builder = Arc::new(builder);
+    let (drain, draining) = tokio::sync::watch::channel(false);
+    let mut conns = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    let Some(slot) = gate.connect() else {
+                        bump(&gate.counters.max_connections);
+                        drop(tcp);
+                        continue;
+                    };
+                    // Small writes (SSE chunks, headers then body) must leave at once: no Nagle.
+                    let _ = tcp.set_nodelay(true);
+                    let (app, builder, draining) = (app.clone(), builder.clone(), draining.clone());
+                    conns.spawn(connection(tcp, slot, app, builder, draining));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+        }
+    }
+    drop(listener);
+    let _ = drain.send(true);
+    if tokio::time::timeout(gate.shutdown_timeout, all_closed(&mut conns))
+        .await
+        .is_err()
+    {
+        let left = conns.len();
+        gate.counters
+            .shutdown_timeout
+            .fetch_add(left as u64, Ordering::Relaxed);
+        tracing::warn!(
+            connections = left,
+            "shutdown_timeout passed: ending the requests and streams still open"
+        );
+        gate.shared.close_all();
+        if tokio::time::timeout(CLOSE_GRACE, all_closed(&mut conns))
+            .await
+            .is_err()
+        {
+            conns.shutdown().await;
+        }
+    }
+    Ok(())
+}
+
+async fn all_closed(conns: &mut JoinSet<()>) {
+    while conns.join_next().await.is_some() {}
+}
+
+/// An accept that failed: a connection reset before it was taken is nothing; anything else
+/// (out of file descriptors) is logged and accepting pauses a second, as hyper's own loops do.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(
+        e.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %e, "accept failed; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Which bound ended a connection.
+enum Ended {
+    /// hyper ended it (the client closed, an error, or the graceful shutdown finished).
+    Served,
+    HeaderTimeout,
+    IdleTimeout,
+}
+
+/// Serve one connection under its timeouts; gracefully shut down when `draining` turns true.
+async fn connection(
+    tcp: TcpStream,
+    slot: ConnSlot,
+    app: Router,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    mut draining: tokio::sync::watch::Receiver<bool>,
+) {
+    let state = Arc::new(ConnState::new(slot));
+    let io = TokioIo::new(Watched {
+        io: tcp,
+        state: state.clone(),
+    });
+    let service = Svc {
+        app,
+        conn: state.clone(),
+    };
+    let mut conn = std::pin::pin!(builder.serve_connection(io, service));
+    let mut drain = std::pin::pin!(async move {
+        let _ = draining.wait_for(|d| *d).await;
+    });
+    let (mut at, _) = state.due();
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(at));
+    let mut shutting_down = false;
+    let ended = std::future::poll_fn(|cx| {
+        if !shutting_down && drain.as_mut().poll(cx).is_ready() {
+            shutting_down = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Ended::Served);
+        }
+        // The phase may have changed while the connection ran: the deadline with it.
+        let (due, ended) = state.due();
+        if state.busy.load(Ordering::Acquire) > 0 {
+            return Poll::Pending; // a request is in flight: its own timeouts bound it
+        }
+        if due != at {
+            at = due;
+            timer.as_mut().reset(at);
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(ended),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    let counters = &state.slot.0.counters;
+    match ended {
+        Ended::Served => {}
+        // Closed without an answer: nothing of a request arrived whole.
+        Ended::HeaderTimeout => bump(&counters.header_timeout),
+        Ended::IdleTimeout => {
+            bump(&counters.idle_timeout);
+            // Nothing in flight: HTTP/1 closes at once; HTTP/2 says GOAWAY first.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
+        }
+    }
+}
+
+/// Where a connection is between requests, shared by its I/O, its service and its task.
+#[derive(Debug)]
+struct ConnState {
+    slot: ConnSlot,
+    origin: Instant,
+    /// Requests whose head arrived and whose response has not ended.
+    busy: AtomicUsize,
+    /// Bytes of a request arrived since the connection went idle (or it is new): its head is
+    /// due by `since` + `header_timeout`.
+    reading_head: AtomicBool,
+    /// HTTP/2: frames (pings, settings) arrive between requests; only idle time is bounded.
+    h2: AtomicBool,
+    /// Nanoseconds after `origin` of the last change of phase.
+    since: AtomicU64,
+}
+
+impl ConnState {
+    fn new(slot: ConnSlot) -> ConnState {
+        ConnState {
+            slot,
+            origin: Instant::now(),
+            busy: AtomicUsize::new(0),
+            // A new connection owes its first request head from its accept on.
+            reading_head: AtomicBool::new(true),
+            h2: AtomicBool::new(false),
+            since: AtomicU64::new(0),
+        }
+    }
+
+    fn mark(&self) {
+        let nanos = self.origin.elapsed().as_nanos();
+        self.since
+            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// When the connection is due to close if nothing changes, and why.
+    fn due(&self) -> (Instant, Ended) {
+        let gate = &self.slot.0;
+        let since = self.origin + Duration::from_nanos(self.since.load(Ordering::Acquire));
+        if self.reading_head.load(Ordering::Acquire) {
+            (since + gate.header_timeout, Ended::HeaderTimeout)
+        } else {
+            (since + gate.idle_timeout, Ended::IdleTimeout)
+        }
+    }
+
+    /// Bytes arrived.
+    fn on_bytes(&self) {
+        if self.busy.load(Ordering::Acquire) == 0
+            && !self.reading_head.load(Ordering::Acquire)
+            && !self.h2.load(Ordering::Relaxed)
+        {
+            self.mark();
+            self.reading_head.store(true, Ordering::Release);
+        }
+    }
+
+    /// A request's head arrived whole.
+    fn begin(&self, version: Version) {
+        if version == Version::HTTP_2 {
+            self.h2.store(true, Ordering::Relaxed);
+        }
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.reading_head.store(false, Ordering::Release);
+    }
+
+    /// A response ended (or was dropped).
+    fn end(&self) {
+        if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.mark();
+        }
+    }
+}
+
+/// A connection's socket, noting the first bytes of each request.
+struct Watched {
+    io: TcpStream,
+    state: Arc<ConnState>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.state.on_bytes();
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// The router as one connection's hyper service: it marks each request's phases and admits
+/// client API requests under `max_in_flight`.
+struct Svc {
+    app: Router,
+    conn: Arc<ConnState>,
+}
+
+/// The client API's dialect of a path counted under `max_in_flight`, if it is one.
+fn client_api(path: &str) -> Option<Dialect> {
+    match path {
+        "/v1/chat/completions" => Some(Dialect::OpenAi),
+        "/v1/messages" => Some(Dialect::Anthropic),
+        _ => None,
+    }
+}
+
+impl hyper::service::Service<Request<Incoming>> for Svc {
+    type Response = http::Response<Tracked>;
+    type Error = Infallible;
+    type Future = Routed;
+
+    fn call(&self, req: Request<Incoming>) -> Routed {
+        self.conn.begin(req.version());
+        let mut done = Done {
+            conn: self.conn.clone(),
+            in_flight: false,
+        };
+        let gate = &self.conn.slot.0;
+        if let Some(dialect) = client_api(req.uri().path()) {
+            if !gate.admit() {
+                bump(&gate.counters.max_in_flight);
+                return Routed::Refused(Some((overloaded(dialect, gate.max_in_flight), done)));
+            }
+            done.in_flight = true;
+        }
+        // The router is always ready; a clone is a reference count.
+        let future = self.app.clone().call(req);
+        Routed::Running(future, Some(done))
+    }
+}
+
+/// The 503 for a request over `max_in_flight`, in the client's dialect.
+fn overloaded(dialect: Dialect, max: usize) -> Response {
+    let message = format!(
+        "the gateway is at its max_in_flight ({max} requests); retry after {RETRY_AFTER_SECS} s"
+    );
+    let err = ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "overloaded_error",
+        "gateway_overloaded",
+        message,
+    );
+    let mut resp = err.into_dialect_response(dialect);
+    let h = resp.headers_mut();
+    h.insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECS),
+    );
+    h.insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
+    if let Ok(id) = HeaderValue::from_str(&crate::request_id::new()) {
+        h.insert(headers::REQUEST_ID, id);
+    }
+    resp
+}
+
+/// A request's response on its way: the router's, or a refusal.
+enum Routed {
+    Running(axum::routing::future::RouteFuture<Infallible>, Option<Done>),
+    Refused(Option<(Response, Done)>),
+}
+
+impl Future for Routed {
+    type Output = Result<http::Response<Tracked>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (resp, done) = match self.get_mut() {
+            Routed::Running(future, done) => match Pin::new(future).poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(resp)) => (resp, done.take()),
+                Poll::Ready(Err(never)) => match never {},
+            },
+            Routed::Refused(refusal) => match refusal.take() {
+                Some((resp, done)) => (resp, Some(done)),
+                None => return Poll::Pending, // polled after it completed: never
+            },
+        };
+        Poll::Ready(Ok(resp.map(|body| Tracked { body, done })))
+    }
+}
+
+/// Marks a request done when dropped: its response ended (or never will).
+#[derive(Debug)]
+struct Done {
+    conn: Arc<ConnState>,
+    /// Holds a place under `max_in_flight`.
+    in_flight: bool,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        if self.in_flight {
+            self.conn.slot.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.conn.end();
+    }
+}
+
+/// A response body that marks its request done when it ends: a stream holds its place under
+/// `max_in_flight` until its last chunk, and the connection is idle only from then on. (A type
+/// of its own rather than a boxed body: no allocation per request.)
+struct Tracked {
+    body: Body,
+    done: Option<Done>,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(None) = frame {
+            self.done = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
