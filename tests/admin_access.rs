@@ -154,8 +154,11 @@ async fn an_override_is_logged_with_the_admin_key_id_never_the_key() {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .finish();
-    // The gateway runs on this test's one thread: its log lines come here.
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // The process-wide subscriber: a thread-local one (`set_default`) missed the line now and
+    // then when other tests of this binary ran beside it. Lines of those tests may come here
+    // too; they name the same admin key by the same id.
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("no other test of this binary sets a subscriber");
     let m = mocks(2).await;
     let gw = Gateway::start(&with_admin_key(&with_client_key(&config(&m, "")))).await;
     let resp = post_override(&gw, "open", &[("x-api-key", ADMIN_KEY)]).await;
