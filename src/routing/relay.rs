@@ -413,9 +413,9 @@ impl Relay {
                 continue;
             }
             let idle_until = if self.tracker.finished {
-                Instant::now() + FINISH_GRACE.min(self.idle_timeout())
+                crate::clock::after(Instant::now(), FINISH_GRACE.min(self.idle_timeout()))
             } else {
-                self.progress_at + self.idle_timeout()
+                crate::clock::after(self.progress_at, self.idle_timeout())
             };
             let read =
                 tokio::time::timeout_at(idle_until.min(self.ctx.deadline), self.upstream.next());
