@@ -1,4 +1,4 @@
-//! One attempt of the race (`race.rs`) as a future of its own: the body fitted to the target,
+//! One attempt of the race (`race`) as a future of its own: the body fitted to the target,
 //! the call (whole, or a stream up to its first token, then relayed with its continuation
 //! ready), and what came of it ([`Done`]).
 
