@@ -513,24 +513,7 @@ mod tests {
 
     #[test]
     fn a_full_shard_or_a_closed_queue_counts_the_record_as_dropped() {
-        let shared = Arc::new(writer::Shared {
-            store: AuditStore::Off,
-            written: AtomicU64::new(0),
-            pending: AtomicU64::new(0),
-            failing: AtomicBool::new(false),
-            last_error: Mutex::new(None),
-            dropped: Arc::default(),
-            truncated: Arc::default(),
-        });
-        let queue = Arc::new(Queue::new(
-            1,
-            2,
-            1 << 20,
-            false,
-            Redactor::new([]).cell(),
-            shared,
-        ));
-        let audit = Audit::on(queue.clone());
+        let (queue, audit) = queue(2, 1 << 20);
         let failed = AuditRecord {
             error: Some("upstream said: bad key sk-abcdefghijklmnopqrstuvwx".into()),
             ..record("b")
