@@ -78,7 +78,9 @@ impl TokenCounter {
     /// when it contains the model's name).
     pub fn for_target(dialect: Dialect, model: &str) -> Self {
         match dialect {
-            Dialect::OpenAi => TokenCounter::Tiktoken(Encoding::for_model(model)),
+            Dialect::OpenAi | Dialect::Responses => {
+                TokenCounter::Tiktoken(Encoding::for_model(model))
+            }
             Dialect::Anthropic | Dialect::Gemini => TokenCounter::Estimate,
         }
     }

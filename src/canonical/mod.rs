@@ -22,6 +22,7 @@ mod error;
 pub mod gemini;
 pub mod openai;
 mod raw;
+pub mod responses;
 mod types;
 
 pub use error::{ErrorClass, TranslateError, UpstreamError};
@@ -39,6 +40,8 @@ pub enum Dialect {
     Anthropic,
     /// Gemini generateContent.
     Gemini,
+    /// The OpenAI Responses API (`/v1/responses`): OpenAI and Azure OpenAI.
+    Responses,
 }
 
 impl Dialect {
@@ -48,6 +51,7 @@ impl Dialect {
             Dialect::OpenAi => "openai",
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
+            Dialect::Responses => "responses",
         }
     }
 
@@ -57,6 +61,7 @@ impl Dialect {
             Dialect::OpenAi => openai::parse_request(body),
             Dialect::Anthropic => anthropic::parse_request(body),
             Dialect::Gemini => gemini::parse_request(body),
+            Dialect::Responses => responses::parse_request(body),
         }
     }
 
@@ -67,6 +72,7 @@ impl Dialect {
             Dialect::OpenAi => openai::write_request(req, model),
             Dialect::Anthropic => anthropic::write_request(req, model),
             Dialect::Gemini => gemini::write_request(req, model),
+            Dialect::Responses => responses::write_request(req, model),
         }
     }
 
@@ -76,6 +82,7 @@ impl Dialect {
             Dialect::OpenAi => openai::parse_response(body),
             Dialect::Anthropic => anthropic::parse_response(body),
             Dialect::Gemini => gemini::parse_response(body),
+            Dialect::Responses => responses::parse_response(body),
         }
     }
 
@@ -85,6 +92,7 @@ impl Dialect {
             Dialect::OpenAi => openai::write_response(resp),
             Dialect::Anthropic => anthropic::write_response(resp),
             Dialect::Gemini => gemini::write_response(resp),
+            Dialect::Responses => responses::write_response(resp),
         }
     }
 
@@ -94,6 +102,7 @@ impl Dialect {
             Dialect::OpenAi => openai::parse_error(status, body),
             Dialect::Anthropic => anthropic::parse_error(status, body),
             Dialect::Gemini => gemini::parse_error(status, body),
+            Dialect::Responses => responses::parse_error(status, body),
         }
     }
 
@@ -103,6 +112,7 @@ impl Dialect {
             Dialect::OpenAi => openai::write_error(err),
             Dialect::Anthropic => anthropic::write_error(err),
             Dialect::Gemini => gemini::write_error(err),
+            Dialect::Responses => responses::write_error(err),
         }
     }
 
@@ -112,6 +122,7 @@ impl Dialect {
             Dialect::OpenAi => StreamDecoder::OpenAi(openai::Decoder::new()),
             Dialect::Anthropic => StreamDecoder::Anthropic(anthropic::Decoder::new()),
             Dialect::Gemini => StreamDecoder::Gemini(gemini::Decoder::new()),
+            Dialect::Responses => StreamDecoder::Responses(responses::Decoder::new()),
         }
     }
 
@@ -122,6 +133,7 @@ impl Dialect {
             Dialect::OpenAi => StreamEncoder::OpenAi(openai::Encoder::new(include_usage)),
             Dialect::Anthropic => StreamEncoder::Anthropic(anthropic::Encoder::new()),
             Dialect::Gemini => StreamEncoder::Gemini(gemini::Encoder::new()),
+            Dialect::Responses => StreamEncoder::Responses(responses::Encoder::new()),
         }
     }
 }
@@ -135,6 +147,8 @@ pub enum StreamDecoder {
     Anthropic(anthropic::Decoder),
     /// Gemini chunks.
     Gemini(gemini::Decoder),
+    /// Responses events.
+    Responses(responses::Decoder),
 }
 
 impl StreamDecoder {
@@ -150,6 +164,7 @@ impl StreamDecoder {
             StreamDecoder::OpenAi(d) => d.decode(event, data, out),
             StreamDecoder::Anthropic(d) => d.decode(event, data, out),
             StreamDecoder::Gemini(d) => d.decode(event, data, out),
+            StreamDecoder::Responses(d) => d.decode(event, data, out),
         }
     }
 
@@ -160,6 +175,7 @@ impl StreamDecoder {
             StreamDecoder::OpenAi(d) => d.is_done(),
             StreamDecoder::Anthropic(d) => d.is_done(),
             StreamDecoder::Gemini(d) => d.is_done(),
+            StreamDecoder::Responses(d) => d.is_done(),
         }
     }
 }
@@ -173,6 +189,8 @@ pub enum StreamEncoder {
     Anthropic(anthropic::Encoder),
     /// Gemini chunks.
     Gemini(gemini::Encoder),
+    /// Responses events.
+    Responses(responses::Encoder),
 }
 
 impl StreamEncoder {
@@ -183,6 +201,7 @@ impl StreamEncoder {
             StreamEncoder::OpenAi(e) => e.encode(event, out),
             StreamEncoder::Anthropic(e) => e.encode(event, out),
             StreamEncoder::Gemini(e) => e.encode(event, out),
+            StreamEncoder::Responses(e) => e.encode(event, out),
         }
     }
 
@@ -192,6 +211,7 @@ impl StreamEncoder {
             StreamEncoder::OpenAi(e) => e.finish(out),
             StreamEncoder::Anthropic(e) => e.finish(out),
             StreamEncoder::Gemini(e) => e.finish(out),
+            StreamEncoder::Responses(e) => e.finish(out),
         }
     }
 }

@@ -35,7 +35,7 @@ fn protocol_headers(dialect: Dialect) -> &'static [HeaderName] {
     static OPENAI: [HeaderName; 1] = [HeaderName::from_static("openai-beta")];
     match dialect {
         Dialect::Anthropic => &ANTHROPIC,
-        Dialect::OpenAi => &OPENAI,
+        Dialect::OpenAi | Dialect::Responses => &OPENAI,
         Dialect::Gemini => &[],
     }
 }
