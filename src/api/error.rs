@@ -51,7 +51,9 @@ impl ApiError {
 impl ApiError {
     /// The error in a client dialect's own envelope (Anthropic's on `/v1/messages`).
     pub fn into_dialect_response(self, dialect: crate::canonical::Dialect) -> Response {
-        if dialect == crate::canonical::Dialect::OpenAi {
+        use crate::canonical::Dialect;
+        // The Responses API's errors are OpenAI's envelope.
+        if matches!(dialect, Dialect::OpenAi | Dialect::Responses) {
             return self.into_response();
         }
         let class = match self.status.as_u16() {

@@ -21,7 +21,7 @@ pub mod context;
 mod error;
 pub mod gemini;
 pub mod openai;
-mod raw;
+pub(crate) mod raw;
 pub mod responses;
 mod types;
 

@@ -124,6 +124,10 @@ pub struct ProviderConfig {
     pub api_version: String,
     /// TCP + TLS connect timeout; default 2s.
     pub connect_timeout: Duration,
+    /// Responses API requests go to the provider's own `/responses` endpoint (lossless);
+    /// `false` translates them to Chat Completions. Default: true for `openai` and `azure`,
+    /// false for `openai-compatible` (which may turn it on); never for the other kinds.
+    pub responses: bool,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -135,6 +139,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("api_version", &self.api_version)
             .field("connect_timeout", &self.connect_timeout)
+            .field("responses", &self.responses)
             .finish()
     }
 }

@@ -12,6 +12,12 @@ pub(super) fn chat_url(config: &ProviderConfig, deployment: &str) -> String {
     )
 }
 
+/// The Responses API of the resource, in Azure's v1 API (no `api-version`; the deployment is
+/// the body's `model`).
+pub(super) fn responses_url(config: &ProviderConfig) -> String {
+    format!("{}/openai/v1/responses", config.base_url)
+}
+
 pub(super) fn auth_header(key: &str) -> (HeaderName, String) {
     (HeaderName::from_static("api-key"), key.to_owned())
 }

@@ -86,6 +86,7 @@ fn provider_config(addr: SocketAddr) -> ProviderConfig {
         api_key: None,
         api_version: String::new(),
         connect_timeout: Duration::from_secs(2),
+        responses: true,
     }
 }
 

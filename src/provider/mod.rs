@@ -91,6 +91,25 @@ impl Provider {
             ProviderKind::Gemini => gemini::chat_url(&self.config, &target.model, stream),
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::chat_url(&self.config),
         };
+        self.checked_uri(url)
+    }
+
+    /// The Responses API URL of this provider, when it serves one natively (`responses`).
+    pub fn responses_url(&self) -> Result<Option<Uri>, ProviderError> {
+        if !self.config.responses {
+            return Ok(None);
+        }
+        let url = match self.config.kind {
+            ProviderKind::Azure => azure::responses_url(&self.config),
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                openai::responses_url(&self.config)
+            }
+            ProviderKind::Anthropic | ProviderKind::Gemini => return Ok(None),
+        };
+        self.checked_uri(url).map(Some)
+    }
+
+    fn checked_uri(&self, url: String) -> Result<Uri, ProviderError> {
         let invalid = |why: String| ProviderError::Invalid {
             provider: self.config.name.clone(),
             message: format!("bad URL {url}: {why}"),

@@ -41,17 +41,26 @@ impl<'a> Forward<'a> {
     /// For an attempt on `target`; `native` when its body is the client's own.
     pub fn of(client: &'a ClientWire, target: &Target, native: bool) -> Forward<'a> {
         Forward {
-            client: client.same_dialect(target.dialect).then_some(client),
+            client: target.speaks(client.dialect).then_some(client),
             native,
         }
     }
 
-    /// The dialect the attempt's answer is passed on in.
-    pub fn answer_dialect(&self, target: &Target) -> Dialect {
-        if self.native {
-            target.dialect
-        } else {
-            Dialect::OpenAi
+    /// The dialect the attempt's answer is passed on in: the client's for its own body, else
+    /// the inner one.
+    pub fn answer_dialect(&self) -> Dialect {
+        match self.client {
+            Some(client) if self.native => client.dialect,
+            _ => Dialect::OpenAi,
+        }
+    }
+
+    /// The dialect the target is spoken to in: the client's for its own body (an OpenAI target
+    /// takes a Responses API body at its `/responses`), else the target's own.
+    pub fn wire_dialect(&self, target: &Target) -> Dialect {
+        match self.client {
+            Some(client) if self.native => client.dialect,
+            _ => target.dialect,
         }
     }
 }
@@ -96,10 +105,10 @@ fn send<'a>(
     stream: bool,
     forward: Forward<'a>,
 ) -> impl std::future::Future<Output = Result<Response<Body>, AttemptError>> + 'a {
-    let url = if stream {
-        &target.stream_url
-    } else {
-        &target.url
+    let url = match &target.responses_url {
+        Some(url) if forward.wire_dialect(target) == Dialect::Responses => url,
+        _ if stream => &target.stream_url,
+        _ => &target.url,
     };
     send_to(target, url, body, probe, forward)
 }
@@ -152,7 +161,7 @@ async fn send_to(
         Err(_) => Bytes::new(),
     };
     Err(status_error(
-        target.dialect,
+        forward.wire_dialect(target),
         status,
         retry_after,
         body,
@@ -189,7 +198,7 @@ pub async fn call_full(
         }
         if forward.native {
             // Passed on as it came: only checked and its usage read.
-            let usage = transcode::native_usage(target.dialect, &bytes)
+            let usage = transcode::native_usage(forward.wire_dialect(target), &bytes)
                 .map_err(|_| AttemptError::Malformed)?;
             return Ok((bytes, usage));
         }
@@ -218,7 +227,11 @@ pub async fn call_count_tokens(
         message: "only an Anthropic target counts an Anthropic request's tokens".into(),
     };
     let body = client
-        .native_body(target.dialect, &target.model_json)
+        .native_body(
+            target.dialect,
+            &target.provider.config.name,
+            &target.model_json,
+        )
         .ok_or_else(untranslatable)?;
     let url = format!("{}/count_tokens", target.url.path())
         .parse::<http::uri::PathAndQuery>()
@@ -271,13 +284,9 @@ pub async fn call_stream(
             return Err(AttemptError::Malformed);
         }
         let mut upstream = provider::stream(resp.into_body());
-        let dialect = forward.answer_dialect(target);
-        if target.dialect != dialect {
-            upstream = transcode::stream_to_openai(
-                upstream,
-                target.dialect,
-                target.limits.sse_event.clone(),
-            );
+        let (wire, dialect) = (forward.wire_dialect(target), forward.answer_dialect());
+        if wire != dialect {
+            upstream = transcode::stream_to_openai(upstream, wire, target.limits.sse_event.clone());
         }
         // Bounded lines and events: one over the bound reads as an in-band error.
         let mut decoder = SseDecoder::counting(target.limits.sse_event.clone());

@@ -76,6 +76,16 @@ pub async fn fitted_body(
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
+    if let Some(reason) = client.and_then(|c| c.native_only.as_deref()) {
+        // Only the client's own body to a target of its dialect will do: no translation,
+        // no trimming (which writes the request anew).
+        return match client.filter(|c| target.speaks(c.dialect) && prefill.is_none()) {
+            Some(_) => as_sent(target, chat, canonical, prefill, client),
+            None => Err(AttemptError::Untranslatable {
+                message: format!("{} cannot serve this request: {reason}", target.id()),
+            }),
+        };
+    }
     let trim = context.on_overflow == OnOverflow::TrimOldest;
     let window = match target.config.context_window {
         Some(w)
@@ -120,7 +130,14 @@ fn as_sent(
 ) -> Result<Fitted, AttemptError> {
     let native = prefill
         .is_none()
-        .then(|| client?.native_body(target.dialect, &target.model_json))
+        .then(|| {
+            let client = client.filter(|c| target.speaks(c.dialect))?;
+            client.native_body(
+                client.dialect,
+                &target.provider.config.name,
+                &target.model_json,
+            )
+        })
         .flatten();
     Ok(match native {
         Some(body) => Fitted {

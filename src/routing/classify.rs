@@ -114,9 +114,10 @@ pub fn returned_outcome(status: StatusCode) -> RequestOutcome {
     }
 }
 
-/// The status and error code the client gets when no attempt succeeded: 504 when time ran
-/// out (or every attempt timed out), 503 when every target was overloaded or rate-limited or a
-/// retry budget stopped the retries, else 502.
+/// The status and error code the client gets when no attempt succeeded: 400 when no target
+/// could take the request as it is, 504 when time ran out (or every attempt timed out), 503
+/// when every target was overloaded or rate-limited or a retry budget stopped the retries,
+/// else 502.
 pub fn final_status(
     errors: &[AttemptError],
     out_of_time: bool,
@@ -129,7 +130,12 @@ pub fn final_status(
             Some(ErrorClass::RateLimited | ErrorClass::Overloaded)
         )
     });
-    if out_of_time || all_timeouts {
+    let untranslatable = |e: &AttemptError| matches!(e, AttemptError::Untranslatable { .. });
+    if !errors.is_empty() && errors.iter().all(untranslatable) {
+        // No target can take the request as it is (a built-in tool only the provider's own
+        // Responses API has): the client's to change, not a provider failure.
+        (StatusCode::BAD_REQUEST, "unsupported_request")
+    } else if out_of_time || all_timeouts {
         (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
     } else if all_overloaded || budget_stopped {
         (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")

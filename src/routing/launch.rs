@@ -64,7 +64,7 @@ pub(super) fn launch<'a>(
             };
         let turns_dropped = fitted.turns_dropped;
         let forward = Forward::of(&req.client, target, fitted.native);
-        let dialect = forward.answer_dialect(target);
+        let dialect = forward.answer_dialect();
         let continues = policy.mid_stream == MidStream::Continue;
         let result = if req.chat.stream {
             let first_token_deadline =

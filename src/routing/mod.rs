@@ -281,6 +281,9 @@ pub struct Target {
     pub stream_url: http::Uri,
     /// The wire dialect the target speaks.
     pub dialect: crate::canonical::Dialect,
+    /// Where Responses API requests go as the client sent them, when the provider serves that
+    /// API itself (`responses`); else they are translated to the target's `dialect`.
+    pub responses_url: Option<http::Uri>,
     /// The id as a response header value (`x-switchyard-target`), made once.
     pub header: http::HeaderValue,
     /// The upstream model name as a JSON string, spliced into same-dialect bodies.
@@ -304,6 +307,13 @@ impl Target {
     /// The `provider/model` name.
     pub fn id(&self) -> &str {
         &self.config.id
+    }
+
+    /// Whether this target takes a request of `dialect` as the client sent it: its own dialect,
+    /// and the Responses API where the provider serves it.
+    pub fn speaks(&self, dialect: crate::canonical::Dialect) -> bool {
+        dialect == self.dialect
+            || (dialect == crate::canonical::Dialect::Responses && self.responses_url.is_some())
     }
 
     /// How long this target stays parked by a `Retry-After`, if it is.
@@ -389,6 +399,7 @@ impl Routing {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
                     dialect: crate::wire::transcode::dialect_of(t.provider.kind),
+                    responses_url: provider.responses_url()?,
                     header: http::HeaderValue::from_str(&t.id)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("invalid")),
                     model_json: serde_json::Value::from(t.model.as_str()).to_string(),

@@ -274,7 +274,9 @@ impl Relay {
             Some(r) => r.end(),
             None => self.tracker.terminator(),
         };
-        self.out.push_back(end);
+        if !end.is_empty() {
+            self.out.push_back(end);
+        }
         self.ended = true;
         (self.ctx.route).count_outcome(Some(self.current_idx), RequestOutcome::Ok);
         self.close_attempt(AttemptOutcome::Ok);

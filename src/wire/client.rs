@@ -23,6 +23,42 @@ pub struct ClientWire {
     pub headers: Vec<(HeaderName, HeaderValue)>,
     /// The client's query string (`beta=true` on `/v1/messages`), sent on.
     pub query: Option<String>,
+    /// The body for targets of other providers than the one named, when the client's own
+    /// carries state only that provider can read (a Responses conversation the gateway
+    /// expanded, with that provider's reasoning items: the others get it without them).
+    elsewhere: Option<Box<Elsewhere>>,
+    /// Why the request can be served only by a target of the client's dialect taking its
+    /// body as it came (a Responses API built-in tool), for the audit path of the others.
+    pub native_only: Option<String>,
+}
+
+/// The body other providers get (see [`ClientWire`]'s `elsewhere`).
+#[derive(Debug, Clone)]
+struct Elsewhere {
+    /// The provider the client's own body is for.
+    provider: String,
+    body: Bytes,
+    model: Range<usize>,
+}
+
+/// Where the `model` string of `body` is, when it has one that can be spliced.
+fn model_range(body: &[u8]) -> Option<Range<usize>> {
+    let shallow: ModelOnly<'_> = serde_json::from_slice(body).ok()?;
+    let raw = shallow.model?;
+    if !raw.get().starts_with('"') {
+        return None;
+    }
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    Some(start..start + raw.get().len())
+}
+
+/// `body` with `model_json` in place of `range`.
+fn splice(body: &[u8], range: &Range<usize>, model_json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + model_json.len());
+    out.extend_from_slice(&body[..range.start]);
+    out.extend_from_slice(model_json.as_bytes());
+    out.extend_from_slice(&body[range.end..]);
+    out
 }
 
 /// The protocol headers of each dialect that a same-dialect target gets as the client sent
@@ -54,6 +90,8 @@ impl ClientWire {
             native: None,
             headers: Self::take_headers(Dialect::OpenAi, headers),
             query: None,
+            elsewhere: None,
+            native_only: None,
         }
     }
 
@@ -65,19 +103,28 @@ impl ClientWire {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Option<ClientWire> {
-        let shallow: ModelOnly<'_> = serde_json::from_slice(&body).ok()?;
-        let raw = shallow.model?;
-        if !raw.get().starts_with('"') {
-            return None;
-        }
-        let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
-        let range = start..start + raw.get().len();
+        let range = model_range(&body)?;
         Some(ClientWire {
             dialect,
             native: Some((body, range)),
             headers: Self::take_headers(dialect, headers),
             query: query.filter(|q| !q.is_empty()).map(str::to_owned),
+            elsewhere: None,
+            native_only: None,
         })
+    }
+
+    /// The client's body is for targets of `provider` only; the others get `body` (which must
+    /// have a `model` string, else they get none).
+    pub fn elsewhere(mut self, provider: &str, body: Bytes) -> ClientWire {
+        self.elsewhere = model_range(&body).map(|model| {
+            Box::new(Elsewhere {
+                provider: provider.to_owned(),
+                body,
+                model,
+            })
+        });
+        self
     }
 
     fn take_headers(dialect: Dialect, headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
@@ -91,15 +138,19 @@ impl ClientWire {
             .collect()
     }
 
-    /// The client's own body for a target of `dialect` with `model_json` (a JSON string) as its
-    /// model, when the client spoke that dialect and it is not the inner one.
-    pub fn native_body(&self, dialect: Dialect, model_json: &str) -> Option<Vec<u8>> {
+    /// The client's own body for a target of `dialect` at `provider` with `model_json` (a JSON
+    /// string) as its model, when the client spoke that dialect and it is not the inner one.
+    pub fn native_body(
+        &self,
+        dialect: Dialect,
+        provider: &str,
+        model_json: &str,
+    ) -> Option<Vec<u8>> {
         let (body, range) = self.native.as_ref().filter(|_| dialect == self.dialect)?;
-        let mut out = Vec::with_capacity(body.len() + model_json.len());
-        out.extend_from_slice(&body[..range.start]);
-        out.extend_from_slice(model_json.as_bytes());
-        out.extend_from_slice(&body[range.end..]);
-        Some(out)
+        if let Some(e) = self.elsewhere.as_deref().filter(|e| e.provider != provider) {
+            return Some(splice(&e.body, &e.model, model_json));
+        }
+        Some(splice(body, range, model_json))
     }
 
     /// Whether a target of `dialect` gets what the client sent (its headers, query, and for a
@@ -116,6 +167,8 @@ impl Default for ClientWire {
             native: None,
             headers: Vec::new(),
             query: None,
+            elsewhere: None,
+            native_only: None,
         }
     }
 }
@@ -143,13 +196,16 @@ mod tests {
         h.insert("connection", "keep-alive".parse().unwrap());
         let wire = ClientWire::native(Dialect::Anthropic, body, &h, Some("beta=true")).unwrap();
         let out = wire
-            .native_body(Dialect::Anthropic, "\"claude-x\"")
+            .native_body(Dialect::Anthropic, "anthropic", "\"claude-x\"")
             .unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             r#"{"model":"claude-x","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[],"x_new":1}"#
         );
-        assert_eq!(wire.native_body(Dialect::OpenAi, "\"m\""), None);
+        assert_eq!(
+            wire.native_body(Dialect::OpenAi, "anthropic", "\"m\""),
+            None
+        );
         let names: Vec<&str> = wire.headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,

@@ -150,6 +150,16 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
         #[serde(default)]
         usage: Option<AnthropicUsage>,
     }
+    /// A Responses API `response` object.
+    #[derive(serde::Deserialize)]
+    struct Response {
+        /// Only its presence is checked.
+        #[allow(dead_code, reason = "only its presence is checked")]
+        output: serde::de::IgnoredAny,
+        #[serde(default)]
+        usage: Option<AnthropicUsage>,
+    }
+    /// Anthropic's and the Responses API's token counts (the same names).
     #[derive(serde::Deserialize)]
     struct AnthropicUsage {
         #[serde(default)]
@@ -161,6 +171,13 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
         Dialect::Anthropic => {
             let message: Message = serde_json::from_slice(body)?;
             Ok(message.usage.map(|u| Usage {
+                prompt_tokens: u.input_tokens,
+                completion_tokens: u.output_tokens,
+            }))
+        }
+        Dialect::Responses => {
+            let response: Response = serde_json::from_slice(body)?;
+            Ok(response.usage.map(|u| Usage {
                 prompt_tokens: u.input_tokens,
                 completion_tokens: u.output_tokens,
             }))

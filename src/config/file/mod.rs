@@ -53,6 +53,7 @@ pub(super) struct RawProvider {
     pub api_key: Option<String>,
     pub connect_timeout: Option<DurationText>,
     pub api_version: Option<String>,
+    pub responses: Option<bool>,
 }
 
 /// One `[[routes]]` entry.

@@ -73,6 +73,7 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
             }
         }
         let kind = provider_kind(ctx, &at, p);
+        let responses = responses(ctx, &at, p, kind);
         let config = Arc::new(ProviderConfig {
             name: name.clone().unwrap_or_default(),
             kind: kind.unwrap_or(ProviderKind::OpenAi),
@@ -84,6 +85,7 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
                 .as_ref()
                 .and_then(|t| ctx.duration(&format!("{at}.connect_timeout"), &t.0, true))
                 .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+            responses,
         });
         match (name, kind) {
             (Some(n), Some(_)) => {
@@ -185,6 +187,25 @@ fn api_key(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> Option<String> {
         return None;
     }
     Some(key)
+}
+
+/// `responses`: whether Responses API requests use the provider's own endpoint.
+fn responses(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider, kind: Option<ProviderKind>) -> bool {
+    let native = match kind {
+        Some(ProviderKind::OpenAi | ProviderKind::Azure) => true,
+        Some(ProviderKind::OpenAiCompatible) => false,
+        Some(ProviderKind::Anthropic | ProviderKind::Gemini) | None => {
+            if p.responses.is_some() && kind.is_some() {
+                ctx.error(
+                    format!("{at}.responses"),
+                    "only openai, azure and openai-compatible providers have a Responses API",
+                    "remove it: Responses API requests are translated for this provider",
+                );
+            }
+            return false;
+        }
+    };
+    p.responses.unwrap_or(native)
 }
 
 fn api_version(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider) -> String {

@@ -6,6 +6,7 @@
 //! `routing::attempt` reads a stream with it up to the commit point, `routing::relay` after it.
 
 mod anthropic;
+mod responses;
 
 use std::borrow::Cow;
 
@@ -15,6 +16,8 @@ use serde_json::value::RawValue;
 
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
+
+pub use responses::{OpenText, ResponsesProgress};
 
 /// Token counts as OpenAI reports them (Anthropic's `input_tokens` and `output_tokens` are
 /// read into the same two).
@@ -80,6 +83,8 @@ pub struct ChunkTracker {
     pub last_text: Option<String>,
     capture_text: bool,
     meta: Option<ChunkMeta>,
+    /// Responses API: how far the stream got (boxed: other dialects never make one).
+    responses: Option<Box<ResponsesProgress>>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +157,7 @@ impl ChunkTracker {
             last_text: None,
             capture_text: false,
             meta: None,
+            responses: None,
         }
     }
 
@@ -188,8 +194,10 @@ impl ChunkTracker {
 
     /// Classify one event and update the stream's state.
     pub fn on_event(&mut self, ev: &SseEvent) -> ChunkAction {
-        if self.dialect == Dialect::Anthropic {
-            return self.on_anthropic_event(ev);
+        match self.dialect {
+            Dialect::Anthropic => return self.on_anthropic_event(ev),
+            Dialect::Responses => return self.on_responses_event(ev),
+            Dialect::OpenAi | Dialect::Gemini => {}
         }
         if ev.data.as_ref() == DONE {
             return ChunkAction::Done;
@@ -245,10 +253,12 @@ impl ChunkTracker {
         ChunkAction::Forward(encode_data(&ev.data))
     }
 
-    /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself).
+    /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself;
+    /// a Responses stream ends with its `response.completed`, already sent: nothing).
     pub fn terminator(&self) -> Bytes {
         match self.dialect {
             Dialect::Anthropic => anthropic::message_stop(),
+            Dialect::Responses => Bytes::new(),
             _ => encode_data(DONE),
         }
     }
@@ -256,8 +266,10 @@ impl ChunkTracker {
     /// The events that end a broken stream: for OpenAI a chunk whose `finish_reason` says
     /// `error` and an error event; for Anthropic an `error` event (the SDKs raise on both).
     pub fn error_tail(&self, message: &str) -> Vec<Bytes> {
-        if self.dialect == Dialect::Anthropic {
-            return vec![anthropic::error_event(message)];
+        match self.dialect {
+            Dialect::Anthropic => return vec![anthropic::error_event(message)],
+            Dialect::Responses => return vec![self.responses_failed(message)],
+            Dialect::OpenAi | Dialect::Gemini => {}
         }
         let meta = self.meta.clone().unwrap_or_default();
         let finish = serde_json::json!({

@@ -1,0 +1,377 @@
+//! A Responses API event stream read in passing (same-dialect pass-through to an OpenAI or
+//! Azure target's `/responses`): `response.created` names the response, output items carry
+//! messages, function calls and reasoning, `response.completed` (or `.incomplete`) ends it with
+//! the usage, `response.failed` and `error` report a failure in-band. Every event but the
+//! failures goes on framed as it came; an unknown event type goes on untouched.
+//!
+//! With text capture on (the stream may be continued elsewhere) the tracker also keeps what a
+//! continuation needs to go on in this dialect: the next sequence number and output index, the
+//! output items already done, and the open text item with its text ([`ResponsesProgress`]).
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Usage};
+use crate::wire::sse::{encode_event, SseEvent};
+
+#[derive(Deserialize)]
+struct EventView<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    sequence_number: Option<u64>,
+    #[serde(default)]
+    output_index: Option<u32>,
+    #[serde(default)]
+    content_index: Option<u32>,
+    #[serde(default, borrow)]
+    item_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    item: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    response: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ItemView<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResponseView<'a> {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    created_at: Option<u64>,
+    #[serde(default)]
+    usage: Option<UsageView>,
+    #[serde(default, borrow)]
+    error: Option<ErrorView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct UsageView {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+#[derive(Deserialize)]
+struct ErrorView<'a> {
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+}
+
+/// How far a Responses stream the client has seen got: what a continuation needs to go on
+/// with the same response (kept only with text capture on).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ResponsesProgress {
+    /// The next event's `sequence_number`.
+    pub next_sequence: u64,
+    /// The next output item's `output_index`.
+    pub next_output_index: u32,
+    /// Output items the client has in full (`response.output_item.done`), as they came.
+    pub done_items: Vec<String>,
+    /// The message item whose text is streaming, if one is open.
+    pub open_text: Option<OpenText>,
+    /// `created_at` of the response.
+    pub created_at: Option<u64>,
+}
+
+/// An output message item under way.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OpenText {
+    /// Its `id`.
+    pub item_id: String,
+    /// Its `output_index`.
+    pub output_index: u32,
+    /// The `content_index` of its text part.
+    pub content_index: u32,
+    /// The text sent so far.
+    pub text: String,
+}
+
+/// A Responses `response.failed` event ending a broken stream (`id` and `model` as the stream
+/// named them), numbered `sequence`.
+pub(super) fn failed_event(
+    meta: &ChunkMeta,
+    created_at: Option<u64>,
+    sequence: u64,
+    message: &str,
+) -> Bytes {
+    let body = serde_json::json!({
+        "type": "response.failed",
+        "sequence_number": sequence,
+        "response": {
+            "id": meta.id,
+            "object": "response",
+            "created_at": created_at.unwrap_or(0),
+            "status": "failed",
+            "model": meta.model,
+            "output": [],
+            "error": {"code": "server_error", "message": message},
+            "incomplete_details": null,
+            "parallel_tool_calls": true,
+            "tool_choice": "auto",
+            "tools": [],
+        },
+    });
+    encode_event("response.failed", body.to_string().as_bytes())
+}
+
+impl ChunkTracker {
+    /// Classify one Responses API event and update the stream's state.
+    pub(super) fn on_responses_event(&mut self, ev: &SseEvent) -> ChunkAction {
+        let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
+            self.malformed += 1;
+            return ChunkAction::Skip;
+        };
+        self.last_text = None;
+        let capture = self.capture_text;
+        let progress = self.responses.get_or_insert_with(Default::default);
+        if let Some(n) = view.sequence_number {
+            progress.next_sequence = progress.next_sequence.max(n.saturating_add(1));
+        }
+        if let Some(i) = view.output_index {
+            progress.next_output_index = progress.next_output_index.max(i.saturating_add(1));
+        }
+        match view.kind.as_ref() {
+            "response.created" | "response.in_progress" | "response.queued" => {
+                let response = view
+                    .response
+                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok());
+                if let Some(r) = response {
+                    progress.created_at = r.created_at.or(progress.created_at);
+                    if self.meta.is_none() {
+                        self.meta = Some(ChunkMeta {
+                            id: r.id,
+                            model: r.model,
+                            created: r.created_at,
+                        });
+                    }
+                }
+            }
+            "response.output_item.added" => {
+                let item = view
+                    .item
+                    .and_then(|i| serde_json::from_str::<ItemView<'_>>(i.get()).ok());
+                match item.as_ref().map(|i| i.kind.as_ref()) {
+                    Some("message") => {
+                        if capture {
+                            progress.open_text = Some(OpenText {
+                                item_id: item.and_then(|i| i.id).unwrap_or_default(),
+                                output_index: view.output_index.unwrap_or(0),
+                                content_index: 0,
+                                text: String::new(),
+                            });
+                        }
+                    }
+                    Some("reasoning") => self.reasoning_seen = true,
+                    // function calls, and the calls of tools that run upstream (web search...).
+                    _ => {
+                        self.tool_calls_seen = true;
+                        self.committed = true;
+                        self.content_chunks += 1;
+                    }
+                }
+            }
+            "response.output_text.delta" => {
+                let text = view.delta.as_deref().unwrap_or_default();
+                if !text.is_empty() {
+                    self.committed = true;
+                    self.content_chunks += 1;
+                }
+                if capture {
+                    if let Some(open) = &mut progress.open_text {
+                        if view.item_id.as_deref() == Some(open.item_id.as_str()) {
+                            open.content_index = view.content_index.unwrap_or(0);
+                            open.text.push_str(text);
+                        }
+                    }
+                    self.last_text = Some(text.to_owned());
+                }
+            }
+            "response.output_item.done" if capture => {
+                if let Some(item) = view.item {
+                    progress.done_items.push(item.get().to_owned());
+                }
+                progress.open_text = None;
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = view
+                    .response
+                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok());
+                if let Some(u) = response.and_then(|r| r.usage) {
+                    self.usage_seen = true;
+                    self.usage = Some(Usage {
+                        prompt_tokens: u.input_tokens,
+                        completion_tokens: u.output_tokens,
+                    });
+                }
+                self.committed = true;
+                self.finished = true;
+                // Nothing follows the usage: the relay ends the stream after this event.
+                self.usage_seen = true;
+            }
+            "response.failed" => {
+                let message = view
+                    .response
+                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok())
+                    .and_then(|r| r.error)
+                    .and_then(|e| e.message)
+                    .map(Cow::into_owned);
+                return ChunkAction::Error(message.unwrap_or_else(|| "response failed".into()));
+            }
+            "error" => {
+                let message = view.message.map(Cow::into_owned);
+                return ChunkAction::Error(message.unwrap_or_else(|| "upstream error".into()));
+            }
+            kind if kind.starts_with("response.reasoning") => {
+                self.reasoning_seen = true;
+                self.committed = true;
+                self.content_chunks += 1;
+            }
+            kind if kind.ends_with(".delta") => {
+                // Refusals, function-call arguments, built-in tools' progress.
+                self.committed = true;
+                self.content_chunks += 1;
+            }
+            _ => {} // content_part.*, *.done, and types we do not know: passed on
+        }
+        let name = ev.event.as_deref().unwrap_or(view.kind.as_ref());
+        ChunkAction::Forward(encode_event(name, &ev.data))
+    }
+
+    /// A Responses stream's progress (with text capture on: what a continuation needs).
+    pub fn responses_progress(&self) -> Option<&ResponsesProgress> {
+        self.responses.as_deref()
+    }
+
+    /// The `response.failed` event ending a broken Responses stream.
+    pub(super) fn responses_failed(&self, message: &str) -> Bytes {
+        let meta = self.meta.clone().unwrap_or_default();
+        let progress = self.responses.as_deref();
+        failed_event(
+            &meta,
+            progress.and_then(|p| p.created_at),
+            progress.map_or(0, |p| p.next_sequence),
+            message,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::Dialect;
+
+    fn ev(data: &str) -> SseEvent {
+        let name = serde_json::from_str::<serde_json::Value>(data)
+            .ok()
+            .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_owned)));
+        SseEvent {
+            event: name,
+            data: Bytes::copy_from_slice(data.as_bytes()),
+        }
+    }
+
+    fn forwarded(action: ChunkAction) -> String {
+        match action {
+            ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn text_commits_at_its_first_delta_and_events_go_on_as_they_came() {
+        let mut t = ChunkTracker::for_dialect(Dialect::Responses, true);
+        t.capture_text();
+        let created = r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"gpt-5","created_at":7,"status":"in_progress","output":[]}}"#;
+        assert_eq!(
+            forwarded(t.on_event(&ev(created))),
+            format!("event: response.created\ndata: {created}\n\n")
+        );
+        assert_eq!(t.stream_id(), Some("resp_1"));
+        let added = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#;
+        t.on_event(&ev(added));
+        let part = r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}"#;
+        t.on_event(&ev(part));
+        assert!(!t.committed, "nothing said yet");
+        let delta = r#"{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hel"}"#;
+        t.on_event(&ev(delta));
+        assert!(t.committed && t.resumable());
+        assert_eq!(t.last_text.as_deref(), Some("Hel"));
+        let unknown = r#"{"type":"response.brand_new","sequence_number":4}"#;
+        assert!(forwarded(t.on_event(&ev(unknown))).contains("brand_new"));
+        let progress = t.responses_progress().cloned().unwrap_or_default();
+        assert_eq!(progress.next_sequence, 5);
+        assert_eq!(progress.next_output_index, 1);
+        assert_eq!(progress.created_at, Some(7));
+        assert_eq!(
+            progress.open_text,
+            Some(OpenText {
+                item_id: "msg_1".into(),
+                output_index: 0,
+                content_index: 0,
+                text: "Hel".into()
+            })
+        );
+        let done = r#"{"type":"response.output_item.done","sequence_number":5,"output_index":0,"item":{"type":"message","id":"msg_1","content":[{"type":"output_text","text":"Hel"}]}}"#;
+        t.on_event(&ev(done));
+        let progress = t.responses_progress().cloned().unwrap_or_default();
+        assert_eq!(progress.open_text, None);
+        assert_eq!(progress.done_items.len(), 1);
+        let completed = r#"{"type":"response.completed","sequence_number":6,"response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":15}}}"#;
+        assert!(forwarded(t.on_event(&ev(completed))).contains("response.completed"));
+        assert!(t.finished && t.usage_seen);
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                prompt_tokens: 12,
+                completion_tokens: 3
+            })
+        );
+        assert!(t.terminator().is_empty(), "the completed event is the end");
+    }
+
+    #[test]
+    fn calls_and_reasoning_are_not_resumable_and_failures_are_errors() {
+        let mut t = ChunkTracker::for_dialect(Dialect::Responses, true);
+        let reasoning = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[]}}"#;
+        t.on_event(&ev(reasoning));
+        assert!(!t.committed && !t.resumable());
+        let mut t = ChunkTracker::for_dialect(Dialect::Responses, true);
+        let call = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":""}}"#;
+        t.on_event(&ev(call));
+        assert!(t.committed && t.tool_calls_seen && !t.resumable());
+        let failed = r#"{"type":"response.failed","sequence_number":2,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The server had an error"}}}"#;
+        match t.on_event(&ev(failed)) {
+            ChunkAction::Error(m) => assert_eq!(m, "The server had an error"),
+            other => panic!("expected an error, got {other:?}"),
+        }
+        let error = r#"{"type":"error","sequence_number":3,"code":"rate_limit_exceeded","message":"Slow down"}"#;
+        match t.on_event(&ev(error)) {
+            ChunkAction::Error(m) => assert_eq!(m, "Slow down"),
+            other => panic!("expected an error, got {other:?}"),
+        }
+        let tail = t.error_tail("broken");
+        assert_eq!(tail.len(), 1);
+        let tail = String::from_utf8_lossy(&tail[0]).into_owned();
+        assert!(tail.starts_with("event: response.failed\n"), "{tail}");
+        assert!(tail.contains(r#""sequence_number":4"#), "{tail}");
+        assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
+    }
+}
