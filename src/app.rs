@@ -54,6 +54,8 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
+        // In memory until the store lands (replaced by `[responses]`).
+        responses: crate::responses_store::ResponseStore::memory(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,

@@ -86,6 +86,7 @@ pub mod metrics;
 pub mod mock;
 pub mod provider;
 pub mod request_id;
+pub mod responses_store;
 pub mod routing;
 pub mod stats;
 pub mod wire;

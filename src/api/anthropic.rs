@@ -61,5 +61,15 @@ async fn serve(
     let client =
         ClientWire::native(Dialect::Anthropic, edge.body.clone(), h, query).unwrap_or_default();
     let canonical = Canonical::known(canon);
-    Ok(respond(state, edge, id, Dialect::Anthropic, chat, canonical, client).await)
+    Ok(respond(
+        state,
+        edge,
+        id,
+        Dialect::Anthropic,
+        chat,
+        canonical,
+        client,
+        None,
+    )
+    .await)
 }

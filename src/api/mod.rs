@@ -12,6 +12,7 @@ pub mod guard;
 mod openai;
 pub mod readiness;
 mod respond;
+mod responses;
 
 use std::sync::Arc;
 
@@ -61,6 +62,8 @@ pub struct StateParts {
     pub shared: Arc<Shared>,
     /// The audit log's handle.
     pub audit: Audit,
+    /// The Responses API responses the gateway keeps (`[responses]`).
+    pub responses: crate::responses_store::ResponseStore,
     /// Client keys, when `[auth]` is set; swapped on reload (key rotation).
     pub auth: Arc<arc_swap::ArcSwapOption<Auth>>,
     /// Largest accepted request body.
@@ -120,6 +123,15 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/messages/count_tokens",
             post(count_tokens::count_tokens),
+        )
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get).delete(responses::delete),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
         )
         .route("/v1/models", get(openai::models))
         .route("/healthz", get(|| async { "ok" }))

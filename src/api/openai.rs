@@ -46,7 +46,17 @@ async fn serve_chat(
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let client = ClientWire::openai(h);
     let canonical = Canonical::default();
-    Ok(respond(state, edge, id, Dialect::OpenAi, chat, canonical, client).await)
+    Ok(respond(
+        state,
+        edge,
+        id,
+        Dialect::OpenAi,
+        chat,
+        canonical,
+        client,
+        None,
+    )
+    .await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`

@@ -189,6 +189,7 @@ pub(super) async fn respond(
     chat: ChatRequest,
     canonical: Canonical,
     client: ClientWire,
+    mut minted: Option<super::responses::Minted>,
 ) -> Response {
     let started = edge.started;
     let routing = state.routing.load_full();
@@ -257,7 +258,11 @@ pub(super) async fn respond(
                     rec.response_body = Some(String::from_utf8_lossy(&body).into_owned());
                 }
             }
-            json_response(StatusCode::OK, full_body(dialect, body, from))
+            let body = match &mut minted {
+                Some(m) => m.full(body, from, served.as_deref()),
+                None => full_body(dialect, body, from),
+            };
+            json_response(StatusCode::OK, body)
         }
         Ok(Answer::Stream {
             body,
@@ -283,10 +288,10 @@ pub(super) async fn respond(
                 }
                 None => body,
             };
-            let body = if dialect == from {
-                body
-            } else {
-                transcode::stream_from_openai(body, dialect)
+            let body = match &mut minted {
+                Some(m) => m.stream(body, from, served.as_deref()),
+                None if dialect == from => body,
+                None => transcode::stream_from_openai(body, dialect),
             };
             let mut r = Response::new(Body::from_stream(body));
             let h = r.headers_mut();

@@ -77,11 +77,20 @@ fn recode<E: Send + 'static>(
     to: Dialect,
     sse: SseDecoder,
 ) -> BoxStream<'static, Result<Bytes, E>> {
+    recode_with(body, from, to.encoder(true), sse)
+}
+
+fn recode_with<E: Send + 'static>(
+    body: BoxStream<'static, Result<Bytes, E>>,
+    from: Dialect,
+    encoder: StreamEncoder,
+    sse: SseDecoder,
+) -> BoxStream<'static, Result<Bytes, E>> {
     let state = Recode {
         body,
         sse,
         decoder: from.decoder(),
-        encoder: to.encoder(true),
+        encoder,
         ended: false,
     };
     futures_util::stream::unfold(state, |mut r| async move {
@@ -137,6 +146,14 @@ pub fn stream_from_openai(
     dialect: Dialect,
 ) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
     recode(body, Dialect::OpenAi, dialect, SseDecoder::new())
+}
+
+/// The relay's OpenAI SSE bytes re-encoded by `encoder` (set up for the client's dialect).
+pub fn stream_from_openai_with(
+    body: BoxStream<'static, Result<Bytes, std::convert::Infallible>>,
+    encoder: StreamEncoder,
+) -> BoxStream<'static, Result<Bytes, std::convert::Infallible>> {
+    recode_with(body, Dialect::OpenAi, encoder, SseDecoder::new())
 }
 
 /// The usage of a whole answer of `dialect` passed on as it came (same-dialect pass-through),

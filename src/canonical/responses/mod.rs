@@ -35,6 +35,12 @@ pub fn write_response(_resp: &ChatResponse) -> Result<Vec<u8>, TranslateError> {
     ))
 }
 
+/// Why a request can be served only by a target taking it as it came (a built-in tool such
+/// as `web_search`), if it can.
+pub fn needs_native(_body: &[u8]) -> Option<&'static str> {
+    None
+}
+
 /// Reads a Responses error body (OpenAI's `{"error": {...}}` envelope).
 pub fn parse_error(status: u16, body: &[u8]) -> UpstreamError {
     super::openai::parse_error(status, body)
@@ -82,6 +88,11 @@ pub struct Encoder {}
 impl Encoder {
     /// An encoder at the start of a stream.
     pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An encoder writing `id` as the response's id (the gateway mints its own).
+    pub fn with_response_id(_id: String) -> Self {
         Self::default()
     }
 
