@@ -324,6 +324,26 @@ async fn a_cut_stream_ends_without_completion() {
 }
 
 #[tokio::test]
+async fn keepalives_fill_the_wait_for_the_first_token() {
+    let mock = spawn_with(FaultPlan {
+        words: 2,
+        first_token_ms: 60,
+        keepalive_ms: 20,
+        ..FaultPlan::default()
+    })
+    .await;
+    let (body, error) = read_body(post(&mock, &request(true)).await).await;
+    assert!(error.is_none());
+    let first_delta = body.find("response.output_text.delta").unwrap();
+    assert!(body[..first_delta].contains(": keepalive\n\n"), "{body}");
+    let events = events(&body);
+    assert_eq!(
+        deltas(&events, "response.output_text.delta"),
+        canonical_text(2, 0)
+    );
+}
+
+#[tokio::test]
 async fn an_in_band_failure_is_response_failed() {
     let mock = spawn_with(FaultPlan {
         inband_error_after: Some(2),
