@@ -13,6 +13,8 @@
 //! - `state.rs`: plans in force, counters ([`MockStats`]), recorded requests.
 //! - `stream.rs`: streamed answers with faults, for any dialect.
 //! - `openai.rs` (+ `openai/render.rs`): the OpenAI and Azure OpenAI wire format.
+//! - `responses.rs` (+ `responses/`): the OpenAI Responses API, `POST /v1/responses` (and
+//!   Azure's `/openai/responses`, `/openai/v1/responses`).
 //! - `anthropic.rs` (+ `anthropic/render.rs`): Anthropic Messages, `POST /v1/messages`.
 //! - `gemini.rs` (+ `gemini/render.rs`): Gemini `POST /v1beta/models/{model}:generateContent`
 //!   and `:streamGenerateContent`.
@@ -36,6 +38,7 @@ mod control;
 mod gemini;
 mod openai;
 mod plan;
+mod responses;
 mod server;
 mod state;
 mod stream;
@@ -111,6 +114,7 @@ pub fn router(name: &str) -> Router {
 fn app(state: Arc<MockState>) -> Router {
     Router::new()
         .merge(openai::routes())
+        .merge(responses::routes())
         .merge(anthropic::routes())
         .merge(gemini::routes())
         .merge(control::routes())

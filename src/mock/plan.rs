@@ -52,8 +52,9 @@ pub struct FaultPlan {
     /// Streams: after this many content chunks, abort the connection (no chunked terminator, no
     /// finish, no `[DONE]`), like a provider that crashed mid-answer.
     pub cut_after_chunks: Option<u32>,
-    /// Streams: after this many content chunks, send an in-band `overloaded_error` event (or
-    /// `error_body`, when set) and end the stream without `[DONE]`.
+    /// Streams: after this many content chunks, send an in-band `overloaded_error` event (the
+    /// Responses API: `response.failed` with `server_error`), or `error_body` when set, and end
+    /// the stream without `[DONE]`.
     pub inband_error_after: Option<u32>,
     /// Streams: send one event that is not JSON just before content chunk N, then go on.
     pub malformed_chunk_at: Option<u32>,
@@ -78,8 +79,8 @@ pub struct FaultPlan {
     /// first word on.
     pub variant: u32,
     /// Answer with one `get_weather` tool call (`{"city":"Paris"}`) instead of text, until the
-    /// conversation ends with the tool's result (OpenAI dialect): then with text, as a model in
-    /// a tool loop does.
+    /// conversation ends with the tool's result (OpenAI chat: a `tool` message; Responses: a
+    /// `function_call_output` item): then with text, as a model in a tool loop does.
     pub tool_call: bool,
     /// Reject a request whose last message is an assistant prefill with a 400.
     pub reject_prefill: bool,
