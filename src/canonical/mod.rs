@@ -1,6 +1,7 @@
 //! Our own request, response and stream-event model, and translation to and from each wire
 //! dialect: OpenAI Chat Completions ([`openai`]), Anthropic Messages ([`anthropic`]) and Gemini
 //! generateContent ([`gemini`]).
+//! A fourth, the OpenAI Responses API ([`responses`]), also says which requests need its targets.
 //!
 //! Every dialect module has the same pure functions: `parse_request`, `write_request` (given the
 //! upstream model name), `parse_response`, `write_response`, `parse_error` (an error body, with

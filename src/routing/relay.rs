@@ -25,7 +25,9 @@ use super::continuation::{count_move, Continuation, Mode};
 use super::health::Verdict;
 use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::{Route, Target};
-use crate::canonical::{anthropic, Dialect, ErrorClass, StreamDecoder, StreamEncoder, StreamEvent};
+use crate::canonical::{
+    self, anthropic, Dialect, ErrorClass, StreamDecoder, StreamEncoder, StreamEvent,
+};
 use crate::metrics::bump;
 use crate::provider::ByteStream;
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
@@ -149,6 +151,24 @@ impl Reencode {
         Reencode {
             decoder: Dialect::OpenAi.decoder(),
             encoder: StreamEncoder::Anthropic(anthropic::Encoder::resuming(next_block, open_text)),
+        }
+    }
+
+    /// For a Responses stream the client has up to `tracker`'s events.
+    fn responses(tracker: &ChunkTracker) -> Reencode {
+        Reencode {
+            decoder: Dialect::OpenAi.decoder(),
+            encoder: StreamEncoder::Responses(canonical::responses::Encoder::resuming(
+                tracker.responses_resume(),
+            )),
+        }
+    }
+
+    /// For a stream passed through in the client's dialect (`tracker`'s).
+    fn resuming(tracker: &ChunkTracker) -> Reencode {
+        match tracker.dialect() {
+            Dialect::Responses => Reencode::responses(tracker),
+            _ => Reencode::anthropic(tracker),
         }
     }
 
@@ -377,7 +397,7 @@ impl Relay {
             if self.tracker.dialect() != Dialect::OpenAi && self.reencode.is_none() {
                 // The continuation streams in the inner form: read it as such, write it on
                 // in the client's dialect.
-                self.reencode = Some(Reencode::anthropic(&self.tracker));
+                self.reencode = Some(Reencode::resuming(&self.tracker));
                 let mut inner = ChunkTracker::new(true);
                 inner.capture_text();
                 self.tracker = inner;

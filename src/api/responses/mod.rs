@@ -109,7 +109,7 @@ impl Minted {
             _ => transcode::stream_from_openai_with(
                 body,
                 canonical::StreamEncoder::Responses(
-                    canonical::responses::Encoder::with_response_id(self.id.clone()),
+                    canonical::responses::Encoder::new().with_response_id(self.id.clone()),
                 ),
             ),
         };

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
 
-pub use responses::{OpenText, ResponsesProgress};
+pub use responses::ResponsesProgress;
 
 /// Token counts as OpenAI reports them (Anthropic's `input_tokens` and `output_tokens` are
 /// read into the same two).

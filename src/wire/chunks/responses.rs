@@ -15,6 +15,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{ChunkAction, ChunkMeta, ChunkTracker, Usage};
+use crate::canonical::responses::{OpenText, Resume};
+use crate::canonical::RawJson;
 use crate::wire::sse::{encode_event, SseEvent};
 
 #[derive(Deserialize)]
@@ -84,24 +86,11 @@ pub struct ResponsesProgress {
     /// The next output item's `output_index`.
     pub next_output_index: u32,
     /// Output items the client has in full (`response.output_item.done`), as they came.
-    pub done_items: Vec<String>,
+    pub done_items: Vec<RawJson>,
     /// The message item whose text is streaming, if one is open.
     pub open_text: Option<OpenText>,
     /// `created_at` of the response.
     pub created_at: Option<u64>,
-}
-
-/// An output message item under way.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct OpenText {
-    /// Its `id`.
-    pub item_id: String,
-    /// Its `output_index`.
-    pub output_index: u32,
-    /// The `content_index` of its text part.
-    pub content_index: u32,
-    /// The text sent so far.
-    pub text: String,
 }
 
 /// A Responses `response.failed` event ending a broken stream (`id` and `model` as the stream
@@ -206,7 +195,7 @@ impl ChunkTracker {
             }
             "response.output_item.done" if capture => {
                 if let Some(item) = view.item {
-                    progress.done_items.push(item.get().to_owned());
+                    progress.done_items.push(RawJson::from_raw(item));
                 }
                 progress.open_text = None;
             }
@@ -258,6 +247,22 @@ impl ChunkTracker {
     /// A Responses stream's progress (with text capture on: what a continuation needs).
     pub fn responses_progress(&self) -> Option<&ResponsesProgress> {
         self.responses.as_deref()
+    }
+
+    /// Where a continuation of this Responses stream goes on (with text capture on: else it
+    /// knows no items).
+    pub fn responses_resume(&self) -> Resume {
+        let meta = self.meta.clone().unwrap_or_default();
+        let progress = self.responses.as_deref().cloned().unwrap_or_default();
+        Resume {
+            response_id: meta.id.unwrap_or_default(),
+            model: meta.model.unwrap_or_default(),
+            created_at: progress.created_at.unwrap_or(0),
+            next_sequence_number: progress.next_sequence,
+            next_output_index: progress.next_output_index,
+            completed_items: progress.done_items,
+            open_text: progress.open_text,
+        }
     }
 
     /// The `response.failed` event ending a broken Responses stream.

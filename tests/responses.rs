@@ -1,0 +1,298 @@
+//! `POST /v1/responses` through the gateway: passed through to OpenAI targets' own Responses API
+//! (only `model` rewritten, the answer under the gateway's id), failed over before the commit
+//! point, stored and read back, and a conversation kept going by `previous_response_id` when the
+//! provider that served its first turn is down.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+use switchyard::mock::{canonical_text, FaultPlan, MockServer};
+
+/// A gateway over `mocks` as `kind` providers p0, p1, ... and one route `agent` in that order.
+fn config_of(mocks: &[MockServer], kinds: &[&str], extra: &str) -> String {
+    let mut toml = String::from("[audit]\nstore = \"off\"\n\n");
+    for (i, (mock, kind)) in mocks.iter().zip(kinds).enumerate() {
+        toml += &format!(
+            "[[providers]]\nname = \"p{i}\"\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",
+            mock.base_url()
+        );
+    }
+    toml += "[[routes]]\nname = \"agent\"\ntargets = [\n";
+    for i in 0..mocks.len() {
+        toml += &format!("  {{ provider = \"p{i}\", model = \"model-{i}\" }},\n");
+    }
+    toml += "]\n";
+    toml += extra;
+    toml
+}
+
+async fn create(gw: &Gateway, body: &Value) -> reqwest::Response {
+    client()
+        .post(gw.url("/v1/responses"))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The `(event name, data)` pairs of an SSE body.
+fn events(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter(|block| block.lines().any(|l| l.starts_with("data: ")))
+        .map(|block| {
+            let mut name = String::new();
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = n.to_owned();
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                }
+            }
+            (name, serde_json::from_str(&data).unwrap_or(Value::Null))
+        })
+        .collect()
+}
+
+fn last_request(m: &MockServer) -> switchyard::mock::RecordedRequest {
+    m.requests()
+        .last()
+        .cloned()
+        .expect("the mock got a request")
+}
+
+#[tokio::test]
+async fn an_openai_target_gets_the_clients_body_and_the_answer_comes_back_under_a_minted_id() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config_of(&m, &["openai"], "")).await;
+    let body = json!({
+        "model": "agent",
+        "instructions": "Be brief.",
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Count"}]}],
+        "prompt_cache_key": "conv-1",
+        "x_brand_new": {"kept": true},
+    });
+    let resp = create(&gw, &body).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    let got: Value = resp.json().await.unwrap();
+    let id = got["id"].as_str().unwrap().to_owned();
+    assert!(
+        id.starts_with("resp_") && !id.starts_with("resp_mock"),
+        "{id}"
+    );
+    assert_eq!(
+        got["output"][0]["content"][0]["text"],
+        canonical_text(12, 0).as_str()
+    );
+    let sent = last_request(&m[0]);
+    assert_eq!(sent.path, "/v1/responses");
+    let mut want = body.clone();
+    want["model"] = json!("model-0");
+    assert_eq!(
+        sent.body, want,
+        "the body went on as it came, only `model` rewritten"
+    );
+    // Stored: it reads back, with its input.
+    let again: Value = client()
+        .get(gw.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again, got);
+    let items: Value = client()
+        .get(gw.url(&format!("/v1/responses/{id}/input_items")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(items["object"], "list");
+    assert_eq!(items["data"][0]["content"][0]["text"], "Count", "{items}");
+    let deleted = client()
+        .delete(gw.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    let gone = client()
+        .get(gw.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let gone: Value = gone.json().await.unwrap();
+    assert_eq!(
+        gone["error"]["code"], "not_found",
+        "the OpenAI envelope: {gone}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_response_fails_over_before_its_first_token_and_keeps_the_event_order() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config_of(&m, &["openai", "openai"], "")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": "Count", "stream": true}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "2");
+    let body = resp.text().await.unwrap();
+    let evs = events(&body);
+    let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"response.created"), "{body}");
+    assert_eq!(names.last(), Some(&"response.completed"), "{body}");
+    let text: String = evs
+        .iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(text, canonical_text(12, 0));
+    let seq: Vec<u64> = evs
+        .iter()
+        .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seq,
+        (0..seq.len() as u64).collect::<Vec<_>>(),
+        "as the provider numbered them"
+    );
+    let id = evs[0].1["response"]["id"].as_str().unwrap().to_owned();
+    assert!(!id.starts_with("resp_mock"), "the gateway's id: {id}");
+    assert_eq!(evs.last().unwrap().1["response"]["id"], id.as_str());
+    // The completed stream was stored.
+    let again = client()
+        .get(gw.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_conversation_goes_on_at_the_backup_when_its_first_turn_was_served_by_a_target_now_down()
+{
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config_of(&m, &["openai", "openai"], "")).await;
+    // Turn 1, with reasoning the primary seals for itself.
+    let first: Value = create(
+        &gw,
+        &json!({
+            "model": "agent",
+            "input": "Count",
+            "reasoning": {"effort": "low"},
+            "include": ["reasoning.encrypted_content"],
+        }),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let first_id = first["id"].as_str().unwrap().to_owned();
+    assert_eq!(first["output"][0]["type"], "reasoning", "{first}");
+    m[0].set_plan(down());
+    // Turn 2 names turn 1; the primary is down, the backup never saw turn 1.
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "previous_response_id": first_id, "input": "And again"}),
+    )
+    .await;
+    let status = resp.status();
+    let target = header(&resp, "x-switchyard-target");
+    let second: Value = resp.json().await.unwrap();
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(target, "p1/model-1");
+    let sent = last_request(&m[1]).body;
+    assert!(
+        sent.get("previous_response_id").is_none(),
+        "expanded, not forwarded: {sent}"
+    );
+    let input = sent["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input
+        .iter()
+        .map(|i| i["type"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["message", "message", "message"],
+        "turn 1's question and answer, then turn 2; the primary's reasoning stays with it: {sent}"
+    );
+    assert_eq!(input[0]["content"], "Count");
+    assert_eq!(input[2]["content"], "And again");
+    assert!(
+        input[1].get("id").is_none(),
+        "no item id only the primary knows: {sent}"
+    );
+    // Back on the primary, its own reasoning goes with the history.
+    m[0].set_plan(FaultPlan::default());
+    let second_id = second["id"].as_str().unwrap().to_owned();
+    let third = create(
+        &gw,
+        &json!({"model": "agent", "previous_response_id": second_id, "input": "Once more"}),
+    )
+    .await;
+    assert_eq!(third.status(), 200);
+    assert_eq!(header(&third, "x-switchyard-target"), "p0/model-0");
+    let sent = last_request(&m[0]).body;
+    let input = sent["input"].as_array().unwrap();
+    assert_eq!(input.len(), 5, "three turns of history: {sent}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_previous_response_is_a_404_and_reaches_no_provider() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config_of(&m, &["openai"], "")).await;
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "previous_response_id": "resp_nope", "input": "Hi"}),
+    )
+    .await;
+    assert_eq!(resp.status(), 404);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "0");
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "previous_response_not_found", "{err}");
+    assert_eq!(m[0].stats().requests, 0);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn store_false_keeps_nothing_and_passes_the_providers_id_on() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config_of(&m, &["openai"], "")).await;
+    let got: Value = create(
+        &gw,
+        &json!({"model": "agent", "input": "Hi", "store": false}),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let id = got["id"].as_str().unwrap();
+    assert!(
+        id.starts_with("resp_mock"),
+        "the provider's answer as it came: {id}"
+    );
+    let read = client()
+        .get(gw.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 404);
+    gw.stop().await;
+}
