@@ -67,3 +67,68 @@ async fn the_agents_sdk_runs_a_tool_loop_through_a_failing_primary() {
         "the primary was tried on both turns"
     );
 }
+
+/// The SDK's default model speaks the Responses API: the primary (an OpenAI target, served
+/// natively) fails, and the tool loop is carried by the backup, an OpenAI target too, each turn
+/// passed through as the SDK sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_default_model_runs_a_tool_loop_on_the_responses_api() {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/venv/bin/python");
+    if !std::path::Path::new(python).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must make the agents venv (tests/agents/venv with openai-agents)"
+        );
+        eprintln!("SKIPPED: tests/agents/venv is missing (see .ci/run)");
+        return;
+    }
+    let m = mocks(2).await;
+    let mut toml = String::from("[audit]\nstore = \"off\"\n\n");
+    for (i, mock) in m.iter().enumerate() {
+        toml += &format!(
+            "[[providers]]\nname = \"p{i}\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n",
+            mock.base_url()
+        );
+    }
+    toml += "[[routes]]\nname = \"agent\"\ntargets = [{ provider = \"p0\", model = \"gpt-a\" }, { provider = \"p1\", model = \"gpt-b\" }]\n";
+    let gw = Gateway::start(&toml).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    m[1].set_plan(FaultPlan {
+        tool_call: true,
+        ..Default::default()
+    });
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/agents_sdk.py");
+    let base = gw.url("/v1");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args([script, &base, "agent", "responses"])
+            .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the venv's python runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Agents SDK script failed:\n{stderr}"
+    );
+    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(got["tool_calls"], serde_json::json!(["Paris"]), "{got}");
+    assert_eq!(got["final"], canonical_text(12, 0).as_str());
+    let turns = m[1].requests();
+    assert!(
+        turns.iter().all(|r| r.path == "/v1/responses"),
+        "the backup's own Responses API served every turn"
+    );
+    let second = &turns[1].body;
+    let input = second["input"].as_array().unwrap();
+    assert!(
+        input.iter().any(|i| i["type"] == "function_call_output"),
+        "the tool's output went back: {second}"
+    );
+    assert_eq!(m[0].stats().requests, 2, "the primary was tried on both turns");
+}

@@ -1,14 +1,14 @@
 """The official OpenAI Python SDK's Responses API against the gateway, by base URL only.
 Prints one JSON object for tests/responses_sdk.rs.
 
-Usage: openai_responses.py BASE_URL MODEL
+Usage: openai_responses.py BASE_URL MODEL TOOL_MODEL (a route whose backup calls tools)
 """
 import json
 import sys
 
 import openai
 
-base_url, model = sys.argv[1], sys.argv[2]
+base_url, model, tool_model = sys.argv[1], sys.argv[2], sys.argv[3]
 client = openai.OpenAI(base_url=base_url, api_key="sk-unused", max_retries=0)
 out = {}
 
@@ -47,18 +47,17 @@ tools = [
         },
     }
 ]
-first = client.responses.create(model=model, input="Weather in Paris?", tools=tools)
+first = client.responses.create(model=tool_model, input="Weather in Paris?", tools=tools)
 calls = [item for item in first.output if item.type == "function_call"]
 out["tool_calls"] = [(c.name, json.loads(c.arguments or "{}")) for c in calls]
 if calls:
     second = client.responses.create(
-        model=model,
+        model=tool_model,
         previous_response_id=first.id,
         input=[{"type": "function_call_output", "call_id": calls[0].call_id, "output": "sunny"}],
         tools=tools,
     )
     out["after_tool"] = second.output_text
-    out["after_tool_previous"] = second.previous_response_id if hasattr(second, "previous_response_id") else None
 
 # JSON schema output (the mock answers its usual text; the test checks what reached it).
 schema = {
