@@ -123,19 +123,22 @@ pub fn final_status(
     out_of_time: bool,
     budget_stopped: bool,
 ) -> (StatusCode, &'static str) {
-    let all_timeouts = errors.iter().all(AttemptError::is_timeout);
-    let all_overloaded = errors.iter().all(|e| {
+    let untranslatable = |e: &&AttemptError| matches!(e, AttemptError::Untranslatable { .. });
+    if !errors.is_empty() && errors.iter().all(|e| untranslatable(&e)) {
+        // No target can take the request as it is (a built-in tool only the provider's own
+        // Responses API has): the client's to change, not a provider failure.
+        return (StatusCode::BAD_REQUEST, "unsupported_request");
+    }
+    // The targets that could not take the request say nothing of the providers' state.
+    let tried = || errors.iter().filter(|e| !untranslatable(e));
+    let all_timeouts = tried().all(AttemptError::is_timeout);
+    let all_overloaded = tried().all(|e| {
         matches!(
             e.class(),
             Some(ErrorClass::RateLimited | ErrorClass::Overloaded)
         )
     });
-    let untranslatable = |e: &AttemptError| matches!(e, AttemptError::Untranslatable { .. });
-    if !errors.is_empty() && errors.iter().all(untranslatable) {
-        // No target can take the request as it is (a built-in tool only the provider's own
-        // Responses API has): the client's to change, not a provider failure.
-        (StatusCode::BAD_REQUEST, "unsupported_request")
-    } else if out_of_time || all_timeouts {
+    if out_of_time || all_timeouts {
         (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout")
     } else if all_overloaded || budget_stopped {
         (StatusCode::SERVICE_UNAVAILABLE, "upstream_unavailable")
