@@ -30,11 +30,13 @@ def pct(sorted_vals, p):
 
 def has_content(line):
     """Whether an SSE `data:` line is a chunk carrying text (not the role-only first chunk):
-    an OpenAI chunk with content, or an Anthropic `text_delta`."""
+    an OpenAI chunk with content, an Anthropic `text_delta`, a Responses API text delta."""
     try:
         chunk = json.loads(line[5:])
         if chunk.get("type") == "content_block_delta":
             return bool(chunk["delta"].get("text"))
+        if chunk.get("type") == "response.output_text.delta":
+            return bool(chunk.get("delta"))
         return bool(chunk["choices"][0]["delta"].get("content"))
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return False

@@ -130,5 +130,9 @@ async fn the_agents_sdk_default_model_runs_a_tool_loop_on_the_responses_api() {
         input.iter().any(|i| i["type"] == "function_call_output"),
         "the tool's output went back: {second}"
     );
-    assert_eq!(m[0].stats().requests, 2, "the primary was tried on both turns");
+    assert_eq!(
+        m[0].stats().requests,
+        2,
+        "the primary was tried on both turns"
+    );
 }

@@ -305,7 +305,11 @@ async fn a_passed_through_stream_cut_mid_answer_is_continued_in_responses_events
         cut_after_chunks: Some(4),
         ..Default::default()
     });
-    let resp = create(&gw, &json!({"model": "agent", "input": "Count", "stream": true})).await;
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": "Count", "stream": true}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let body = resp.text().await.unwrap();
     let evs = events(&body);
@@ -319,7 +323,11 @@ async fn a_passed_through_stream_cut_mid_answer_is_continued_in_responses_events
         .iter()
         .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
         .collect();
-    assert_eq!(seq, (0..seq.len() as u64).collect::<Vec<_>>(), "numbered on across the seam");
+    assert_eq!(
+        seq,
+        (0..seq.len() as u64).collect::<Vec<_>>(),
+        "numbered on across the seam"
+    );
     let (last, done) = evs.last().unwrap();
     assert_eq!(last, "response.completed", "{body}");
     assert_eq!(
@@ -345,18 +353,20 @@ async fn a_passed_through_stream_cut_mid_answer_is_continued_in_responses_events
 #[tokio::test]
 async fn a_built_in_tool_skips_targets_that_cannot_run_it_and_is_a_400_when_none_can() {
     let m = mocks(2).await;
-    let gw = Gateway::start(&config_of(
-        &m,
-        &["openai-compatible", "openai"],
-        "",
-    ))
-    .await;
+    let gw = Gateway::start(&config_of(&m, &["openai-compatible", "openai"], "")).await;
     let body = json!({"model": "agent", "input": "News?", "tools": [{"type": "web_search"}]});
     let resp = create(&gw, &body).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
-    assert_eq!(m[0].stats().requests, 0, "the Chat-only target was not asked");
-    assert_eq!(last_request(&m[1]).body["tools"], json!([{"type": "web_search"}]));
+    assert_eq!(
+        m[0].stats().requests,
+        0,
+        "the Chat-only target was not asked"
+    );
+    assert_eq!(
+        last_request(&m[1]).body["tools"],
+        json!([{"type": "web_search"}])
+    );
     m[1].set_plan(down());
     let resp = create(&gw, &body).await;
     let status = resp.status();
@@ -370,7 +380,10 @@ async fn a_built_in_tool_skips_targets_that_cannot_run_it_and_is_a_400_when_none
     assert_eq!(status, 400, "{err}");
     assert_eq!(err["error"]["code"], "unsupported_request", "{err}");
     let message = err["error"]["message"].as_str().unwrap();
-    assert!(message.contains("web_search"), "the reason is named: {message}");
+    assert!(
+        message.contains("web_search"),
+        "the reason is named: {message}"
+    );
     assert_eq!(only_chat[0].stats().requests, 0);
     gw.stop().await;
     gw2.stop().await;
@@ -389,15 +402,24 @@ async fn a_translated_stream_that_fails_after_its_first_token_ends_with_response
         cut_after_chunks: Some(3),
         ..Default::default()
     });
-    let resp = create(&gw, &json!({"model": "agent", "input": "Count", "stream": true})).await;
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": "Count", "stream": true}),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let body = resp.text().await.unwrap();
     let evs = events(&body);
     let (last, failed) = evs.last().unwrap();
     assert_eq!(last, "response.failed", "{body}");
     assert_eq!(failed["response"]["status"], "failed");
-    let message = failed["response"]["error"]["message"].as_str().unwrap_or_default();
+    let message = failed["response"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(message.contains("incomplete"), "{failed}");
-    assert!(!body.contains("response.completed"), "never a completed answer: {body}");
+    assert!(
+        !body.contains("response.completed"),
+        "never a completed answer: {body}"
+    );
     gw.stop().await;
 }

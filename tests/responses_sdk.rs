@@ -56,7 +56,10 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
         .chain(m[2].requests())
         .filter(|r| r.path.ends_with("/chat/completions"))
         .collect();
-    assert!(!chats.is_empty(), "the backup was spoken to in Chat Completions");
+    assert!(
+        !chats.is_empty(),
+        "the backup was spoken to in Chat Completions"
+    );
     let whole = canonical_text(12, 0);
     assert_eq!(got["text"], whole.as_str(), "{got}");
     assert_eq!(got["status"], "completed");
@@ -66,7 +69,10 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
     assert_eq!(got["stream_first"], "response.created");
     assert_eq!(got["stream_last"], "response.completed");
     assert_eq!(got["tool_calls"][0][0], "get_weather", "{got}");
-    assert!(got["after_tool"].as_str().is_some_and(|t| !t.is_empty()), "{got}");
+    assert!(
+        got["after_tool"].as_str().is_some_and(|t| !t.is_empty()),
+        "{got}"
+    );
     // The tool loop's second turn reached the backup with the first turn expanded.
     let turn = chats
         .iter()
@@ -77,7 +83,10 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
         })
         .expect("the tool's output went back");
     let messages = turn.body["messages"].as_array().unwrap();
-    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
     assert_eq!(roles, ["user", "assistant", "tool"], "{:?}", turn.body);
     assert_eq!(messages[2]["content"], "sunny");
     assert_eq!(
@@ -90,7 +99,10 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
         .find(|r| r.body.get("response_format").is_some())
         .expect("the schema went on");
     assert_eq!(structured.body["response_format"]["type"], "json_schema");
-    assert_eq!(structured.body["response_format"]["json_schema"]["name"], "answer");
+    assert_eq!(
+        structured.body["response_format"]["json_schema"]["name"],
+        "answer"
+    );
     assert_eq!(got["structured_status"], "completed");
     assert_eq!(got["retrieved_text"], whole.as_str());
     assert_eq!(got["input_items"], 1);

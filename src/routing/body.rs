@@ -81,7 +81,7 @@ pub async fn fitted_body(
         // no trimming (which writes the request anew).
         return match client.filter(|c| target.speaks(c.dialect) && prefill.is_none()) {
             Some(_) => as_sent(target, chat, canonical, prefill, client),
-            None => Err(AttemptError::Untranslatable {
+            None => Err(AttemptError::Unsupported {
                 message: format!("{} cannot serve this request: {reason}", target.id()),
             }),
         };

@@ -51,6 +51,9 @@ pub enum AttemptError {
     EmptyStream,
     /// The request could not be written in this target's dialect.
     Untranslatable { message: String },
+    /// The request needs what only a target of the client's dialect taking its body as it came
+    /// has (a Responses API built-in tool), and this target is not one: it was not asked.
+    Unsupported { message: String },
 }
 
 /// What the failover loop does after a failed attempt.
@@ -123,14 +126,14 @@ pub fn final_status(
     out_of_time: bool,
     budget_stopped: bool,
 ) -> (StatusCode, &'static str) {
-    let untranslatable = |e: &&AttemptError| matches!(e, AttemptError::Untranslatable { .. });
-    if !errors.is_empty() && errors.iter().all(|e| untranslatable(&e)) {
+    let unsupported = |e: &&AttemptError| matches!(e, AttemptError::Unsupported { .. });
+    if !errors.is_empty() && errors.iter().all(|e| unsupported(&e)) {
         // No target can take the request as it is (a built-in tool only the provider's own
         // Responses API has): the client's to change, not a provider failure.
         return (StatusCode::BAD_REQUEST, "unsupported_request");
     }
     // The targets that could not take the request say nothing of the providers' state.
-    let tried = || errors.iter().filter(|e| !untranslatable(e));
+    let tried = || errors.iter().filter(|e| !unsupported(e));
     let all_timeouts = tried().all(AttemptError::is_timeout);
     let all_overloaded = tried().all(|e| {
         matches!(
@@ -160,7 +163,9 @@ impl AttemptError {
             AttemptError::TooLarge => AttemptOutcome::TooLarge,
             AttemptError::InBand { .. } => AttemptOutcome::InBandError,
             AttemptError::EmptyStream => AttemptOutcome::EmptyStream,
-            AttemptError::Untranslatable { .. } => AttemptOutcome::Untranslatable,
+            AttemptError::Untranslatable { .. } | AttemptError::Unsupported { .. } => {
+                AttemptOutcome::Untranslatable
+            }
         }
     }
 
@@ -193,7 +198,9 @@ impl AttemptError {
             AttemptError::Status { status, .. } if target_at_fault(*status) => Verdict::Failed,
             AttemptError::Status { .. } => Verdict::Neutral,
             // Our limitation, not the target's.
-            AttemptError::Untranslatable { .. } => Verdict::Neutral,
+            AttemptError::Untranslatable { .. } | AttemptError::Unsupported { .. } => {
+                Verdict::Neutral
+            }
             _ => Verdict::Failed,
         }
     }
@@ -217,6 +224,7 @@ impl AttemptError {
             AttemptError::Status { status, .. } => status.as_u16().to_string(),
             AttemptError::InBand { message } => format!("error event: {message}"),
             AttemptError::Untranslatable { message } => format!("cannot translate: {message}"),
+            AttemptError::Unsupported { message } => format!("not asked: {message}"),
             AttemptError::TooLarge => "answer larger than max_response_body".into(),
             other => other.kind().replace('_', " "),
         }
@@ -233,7 +241,8 @@ impl AttemptError {
             | AttemptError::TooLarge
             | AttemptError::InBand { .. }
             | AttemptError::EmptyStream
-            | AttemptError::Untranslatable { .. } => NextStep::NextTarget,
+            | AttemptError::Untranslatable { .. }
+            | AttemptError::Unsupported { .. } => NextStep::NextTarget,
             AttemptError::Status {
                 status,
                 retry_after,
