@@ -543,3 +543,47 @@ async fn the_audit_database_holds_both_tables() {
     assert_eq!(audited, 1);
     db.cleanup().await;
 }
+
+/// `app::serve` opens the store at start (by default in the audit log's SQLite file) and
+/// shuts it down after the drain.
+#[tokio::test]
+async fn the_gateway_opens_the_store_in_the_audit_database() {
+    use switchyard::api::readiness::Phase;
+
+    let db = Db::sqlite();
+    let Db::Sqlite(path) = &db else {
+        unreachable!()
+    };
+    let toml = format!(
+        r#"
+[audit]
+store = "sqlite://{}"
+
+[[providers]]
+name = "p"
+kind = "openai-compatible"
+base_url = "http://127.0.0.1:9/v1"
+
+[[routes]]
+name = "chat"
+targets = [{{ provider = "p", model = "m" }}]
+"#,
+        path.display()
+    );
+    let config = switchyard::config::Config::from_toml(&toml, &|_| None).unwrap();
+    let state = switchyard::app::build_state(config).unwrap();
+    assert!(!state.responses.enabled(), "opened by serve, not before");
+    let readiness = state.readiness.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(switchyard::app::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+    while readiness.phase() == Phase::Starting {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(db.ids().await.is_empty(), "the table is there, empty");
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+    db.cleanup().await;
+}
