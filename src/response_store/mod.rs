@@ -239,14 +239,22 @@ struct Shared {
 }
 
 impl Shared {
-    fn failed(&self, e: &ResponseStoreError, op: &'static str, retry_in: Duration) {
+    /// A call to the database succeeded.
+    fn answered(&self) {
+        if self.failing.swap(false, Ordering::Relaxed) {
+            tracing::info!("responses store is back");
+        }
+    }
+
+    /// Record and log a failed call; `retry_in`: when it is tried again, if it is.
+    fn failed(&self, e: &ResponseStoreError, op: &'static str, retry_in: Option<Duration>) {
         self.failing.store(true, Ordering::Relaxed);
         *lock(&self.last_error) = Some((e.to_string(), crate::clock::wall_ms_i64()));
         tracing::warn!(
             op,
             error = %e,
             queued = lock(&self.recent).queued(),
-            retry_in_ms = retry_in.as_millis() as u64,
+            retry_in_ms = retry_in.map(|d| d.as_millis() as u64),
             "responses store failed"
         );
     }

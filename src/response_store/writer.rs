@@ -80,8 +80,9 @@ impl Writer {
                         self.db.delete(&d.id, d.client_key_id.as_deref()),
                     )
                     .await;
-                    if let Err(e) = &result {
-                        self.shared.failed(e, "delete", Duration::ZERO);
+                    match &result {
+                        Ok(_) => self.shared.answered(),
+                        Err(e) => self.shared.failed(e, "delete", None),
                     }
                     let _ = d.reply.send(result);
                 }
@@ -99,9 +100,7 @@ impl Writer {
             match bounded(&self.shared.give_up, self.db.write(&rows)).await {
                 Ok(()) => {
                     self.shared.counters.stored.fetch_add(n, Ordering::Relaxed);
-                    if self.shared.failing.swap(false, Ordering::Relaxed) {
-                        tracing::info!("responses store is back; writing resumed");
-                    }
+                    self.shared.answered();
                     break;
                 }
                 Err(e) => {
@@ -109,7 +108,7 @@ impl Writer {
                     let refused = matches!(e, ResponseStoreError::Invalid(_));
                     let give_up = refused || past(&self.shared.give_up);
                     self.shared
-                        .failed(&e, "write", if give_up { Duration::ZERO } else { backoff });
+                        .failed(&e, "write", (!give_up).then_some(backoff));
                     if give_up {
                         let total = self.shared.counters.failed.fetch_add(n, Ordering::Relaxed) + n;
                         tracing::error!(
@@ -135,12 +134,15 @@ impl Writer {
         let before = super::cutoff_ms(retention);
         match bounded(&self.shared.give_up, self.db.prune(before)).await {
             Ok(n) => {
+                self.shared.answered();
                 self.shared.counters.pruned.fetch_add(n, Ordering::Relaxed);
                 if n > 0 {
                     tracing::info!(deleted = n, "responses store: old responses pruned");
                 }
             }
-            Err(e) => self.shared.failed(&e, "prune", self.limits.prune_every),
+            Err(e) => self
+                .shared
+                .failed(&e, "prune", Some(self.limits.prune_every)),
         }
     }
 }
