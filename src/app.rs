@@ -21,6 +21,7 @@ use crate::cluster::Cluster;
 use crate::config::{Config, ConfigErrors};
 use crate::metrics::Registry;
 use crate::provider::ProviderError;
+use crate::response_store::ResponseStore;
 use crate::routing::{probe, Routing, Shared};
 
 /// Why the gateway could not start or reload.
@@ -34,6 +35,8 @@ pub enum AppError {
     Io(#[from] std::io::Error),
     #[error("audit log: {0}")]
     Audit(#[from] crate::audit::AuditError),
+    #[error("responses store: {0}")]
+    Responses(#[from] crate::response_store::ResponseStoreError),
 }
 
 /// Build the shared state for a config.
@@ -54,8 +57,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
-        // In memory until the store lands (replaced by `[responses]`).
-        responses: crate::responses_store::ResponseStore::memory(),
+        responses: ResponseStore::off(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,
@@ -68,8 +70,9 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
 /// Serve the gateway on `listener` until `shutdown` resolves, then drain in-flight requests
 /// (at most `[server] shutdown_timeout`; then what is left is ended), on the runtime it is
 /// called from (tests, the demo; `serve` uses [`Server`]). The health prober runs alongside and
-/// stops with it. The audit writer (unless `state` already has one) starts here, once: a reload
-/// does not restart it; it is flushed after the last request drained. `state.readiness` is
+/// stops with it. The audit writer and the responses store (unless `state` already has them)
+/// start here, once: a reload does not restart them; they are flushed after the last request
+/// drained. `state.readiness` is
 /// ready once the background runs and the listener serves, and draining from the moment
 /// `shutdown` resolves.
 pub async fn serve(
@@ -101,9 +104,12 @@ async fn draining(readiness: Readiness, shutdown: impl Future<Output = ()>) {
     readiness.set_draining();
 }
 
-/// What runs beside the server: the audit writer, the health prober, the cluster sync.
+/// What runs beside the server: the audit writer, the responses store's writer, the health
+/// prober, the cluster sync.
 struct Background {
     audit_writer: Option<crate::audit::AuditWriter>,
+    /// Started here (and so shut down here).
+    responses: Option<ResponseStore>,
     prober: tokio::task::JoinHandle<()>,
     cluster: Option<tokio::task::JoinHandle<()>>,
 }
@@ -119,8 +125,18 @@ impl Background {
             *state = state.with_audit(handle);
             audit_writer = Some(writer);
         }
+        let mut responses = None;
+        if !state.responses.enabled() {
+            let config = state.routing.load().config.clone();
+            let store =
+                ResponseStore::open(&config.responses, &config.audit, &state.shared.metrics)
+                    .await?;
+            *state = state.with_responses(store.clone());
+            responses = Some(store);
+        }
         Ok(Background {
             audit_writer,
+            responses,
             prober: tokio::spawn(probe::run(state.routing.clone())),
             cluster: state
                 .cluster
@@ -129,15 +145,24 @@ impl Background {
         })
     }
 
-    /// After the last request drained: stop, and flush the audit log.
+    /// After the last request drained: stop, and flush the audit log and the responses
+    /// store (together: each may wait on its own database).
     async fn stop(self) {
         self.prober.abort();
         if let Some(sync) = self.cluster {
             sync.abort();
         }
-        if let Some(writer) = self.audit_writer {
-            writer.shutdown().await;
-        }
+        let audit = async {
+            if let Some(writer) = self.audit_writer {
+                writer.shutdown().await;
+            }
+        };
+        let responses = async {
+            if let Some(store) = &self.responses {
+                store.shutdown().await;
+            }
+        };
+        tokio::join!(audit, responses);
     }
 }
 
@@ -354,13 +379,14 @@ where
 /// Swap in a new config, keeping breakers, SLIs, budgets and metrics of what still exists; on
 /// error the running config stays and the error is returned. `[auth]` keys are swapped too
 /// (rotation). Returns the tables whose changes wait for a restart (`[server]`, `[audit]`,
-/// `[cluster]`), which keep their running settings.
+/// `[responses]`, `[cluster]`), which keep their running settings.
 pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static str>, AppError> {
     let config = Config::load(path)?;
     let running = state.routing.load().config.clone();
     let pending = [
         ("[server]", config.server != running.server),
         ("[audit]", config.audit != running.audit),
+        ("[responses]", config.responses != running.responses),
         ("[cluster]", config.cluster != running.cluster),
     ]
     .into_iter()

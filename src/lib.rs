@@ -33,6 +33,10 @@
 //! - [`demo`]: `switchyard demo`: mocks, gateway, agent traffic and a scripted incident, reported.
 //! - [`audit`]: one record per request with its path, queued off the request path and written
 //!   in batches to SQLite or PostgreSQL; read by `/admin/audit` and `switchyard audit`.
+//! - [`response_store`]: the Responses API responses the gateway served (`[responses]`), kept
+//!   under ids it mints so `previous_response_id` works across providers: found in memory at
+//!   once, written in batches off the request path to SQLite or PostgreSQL (by default the
+//!   audit log's database).
 //! - [`cluster`]: with `[cluster] redis`, replicas share breaker states and windows through
 //!   Redis, off the request path (a sync task, once a second).
 //!
@@ -86,7 +90,7 @@ pub mod metrics;
 pub mod mock;
 pub mod provider;
 pub mod request_id;
-pub mod responses_store;
+pub mod response_store;
 pub mod routing;
 pub mod stats;
 pub mod wire;

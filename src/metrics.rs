@@ -26,6 +26,7 @@ pub mod names {
     pub const CLUSTER_CONNECTED: &str = "switchyard_cluster_connected";
     pub const CLUSTER_SYNC_FAILURES: &str = "switchyard_cluster_sync_failures_total";
     pub const LIMITS: &str = "switchyard_limits_total";
+    pub const RESPONSES_STORE: &str = "switchyard_responses_store_total";
 }
 
 /// The `limit` label of [`names::LIMITS`]: which bound acted. One series per value, made at
@@ -139,6 +140,10 @@ fn help(name: &str) -> (&'static str, &'static str) {
         names::LIMITS => (
             "counter",
             "Times a bound on what a client or upstream controls acted, by limit.",
+        ),
+        names::RESPONSES_STORE => (
+            "counter",
+            "Responses API responses the gateway's store wrote or did not, by outcome.",
         ),
         _ => ("untyped", ""),
     }

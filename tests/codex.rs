@@ -53,9 +53,8 @@ stream_max_retries = 0
             .env("NO_COLOR", "1")
             .stdin(std::process::Stdio::null())
             .output()
-            .map(|out| {
+            .inspect(|_| {
                 let _ = std::fs::remove_dir_all(&home);
-                out
             })
     })
     .await

@@ -10,9 +10,15 @@ use serde_json::{json, Value};
 use support::*;
 use switchyard::mock::{canonical_text, FaultPlan, MockServer};
 
-/// A gateway over `mocks` as `kind` providers p0, p1, ... and one route `agent` in that order.
+/// A gateway over `mocks` as `kind` providers p0, p1, ... and one route `agent` in that order,
+/// its responses stored in a SQLite file of its own.
 fn config_of(mocks: &[MockServer], kinds: &[&str], extra: &str) -> String {
-    let mut toml = String::from("[audit]\nstore = \"off\"\n\n");
+    config_in(&responses_db(), mocks, kinds, extra)
+}
+
+/// As [`config_of`], the responses stored in `store` (a `sqlite://` or `postgres://` URL).
+fn config_in(store: &str, mocks: &[MockServer], kinds: &[&str], extra: &str) -> String {
+    let mut toml = format!("[audit]\nstore = \"off\"\n\n[responses]\nstore = \"{store}\"\n\n");
     for (i, (mock, kind)) in mocks.iter().zip(kinds).enumerate() {
         toml += &format!(
             "[[providers]]\nname = \"p{i}\"\nkind = \"{kind}\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n",
@@ -187,8 +193,25 @@ async fn a_streamed_response_fails_over_before_its_first_token_and_keeps_the_eve
 #[tokio::test]
 async fn a_conversation_goes_on_at_the_backup_when_its_first_turn_was_served_by_a_target_now_down()
 {
+    let store = support::audit::TestStore::sqlite();
+    conversation_survives_failover(&store.url()).await;
+    store.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_conversation_stored_in_postgresql_goes_on_after_a_restart_at_the_backup() {
+    let store = support::audit::TestStore::postgres().await;
+    conversation_survives_failover(&store.url()).await;
+    store.cleanup().await;
+}
+
+/// Turn 1 on the primary; the gateway restarts (what it kept is read back from `store`) and the
+/// primary goes down; turn 2 names turn 1 and is answered by the backup, which gets the whole
+/// conversation; turn 3, the primary back, gets its own reasoning with the history.
+async fn conversation_survives_failover(store: &str) {
     let m = mocks(2).await;
-    let gw = Gateway::start(&config_of(&m, &["openai", "openai"], "")).await;
+    let toml = config_in(store, &m, &["openai", "openai"], "");
+    let gw = Gateway::start(&toml).await;
     // Turn 1, with reasoning the primary seals for itself.
     let first: Value = create(
         &gw,
@@ -205,6 +228,8 @@ async fn a_conversation_goes_on_at_the_backup_when_its_first_turn_was_served_by_
     .unwrap();
     let first_id = first["id"].as_str().unwrap().to_owned();
     assert_eq!(first["output"][0]["type"], "reasoning", "{first}");
+    gw.stop().await;
+    let gw = Gateway::start(&toml).await;
     m[0].set_plan(down());
     // Turn 2 names turn 1; the primary is down, the backup never saw turn 1.
     let resp = create(
@@ -421,5 +446,69 @@ async fn a_translated_stream_that_fails_after_its_first_token_ends_with_response
         !body.contains("response.completed"),
         "never a completed answer: {body}"
     );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn one_client_key_cannot_read_continue_or_delete_another_keys_responses() {
+    let m = mocks(1).await;
+    let toml = config_of(&m, &["openai"], "")
+        + "\n[auth]\nkeys = [\"sk-alice-0123456789\", \"sk-bob-0123456789\"]\n";
+    let gw = Gateway::start(&toml).await;
+    let as_key = |key: &'static str, req: reqwest::RequestBuilder| req.bearer_auth(key);
+    let made: Value = as_key(
+        "sk-alice-0123456789",
+        client().post(gw.url("/v1/responses")),
+    )
+    .json(&json!({"model": "agent", "input": "Secret plans"}))
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id = made["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/responses/{id}");
+    for key in ["sk-alice-0123456789", "sk-bob-0123456789"] {
+        let read = as_key(key, client().get(gw.url(&path)))
+            .send()
+            .await
+            .unwrap();
+        let items = as_key(key, client().get(gw.url(&format!("{path}/input_items"))))
+            .send()
+            .await
+            .unwrap();
+        let want = if key.contains("alice") { 200 } else { 404 };
+        assert_eq!(read.status(), want, "{key}");
+        assert_eq!(items.status(), want, "{key}");
+    }
+    let before = m[0].stats().requests;
+    let continued = as_key("sk-bob-0123456789", client().post(gw.url("/v1/responses")))
+        .json(&json!({"model": "agent", "previous_response_id": id, "input": "And?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        continued.status(),
+        404,
+        "bob cannot continue alice's conversation"
+    );
+    assert_eq!(
+        m[0].stats().requests,
+        before,
+        "nor reach a provider with it"
+    );
+    let deleted = as_key("sk-bob-0123456789", client().delete(gw.url(&path)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 404);
+    let anonymous = client().get(gw.url(&path)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let still = as_key("sk-alice-0123456789", client().get(gw.url(&path)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(still.status(), 200, "bob's delete removed nothing");
     gw.stop().await;
 }

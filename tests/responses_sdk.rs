@@ -18,12 +18,13 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
     }
     let m = mocks(3).await;
     let toml = format!(
-        "[audit]\nstore = \"off\"\n\n\
+        "[audit]\nstore = \"off\"\n\n[responses]\nstore = \"{}\"\n\n\
          [[providers]]\nname = \"p0\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
          [[providers]]\nname = \"p1\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n\n\
          [[providers]]\nname = \"p2\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n\n\
          [[routes]]\nname = \"agent\"\ntargets = [{{ provider = \"p0\", model = \"gpt-a\" }}, {{ provider = \"p1\", model = \"chat-b\" }}]\n\n\
          [[routes]]\nname = \"tools\"\ntargets = [{{ provider = \"p0\", model = \"gpt-a\" }}, {{ provider = \"p2\", model = \"chat-c\" }}]\n",
+        responses_db(),
         m[0].base_url(),
         m[1].base_url(),
         m[2].base_url()

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Edge};
+use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
 use crate::canonical::{self, Dialect};
 use crate::request_id;
@@ -61,15 +61,12 @@ async fn serve(
     let client =
         ClientWire::native(Dialect::Anthropic, edge.body.clone(), h, query).unwrap_or_default();
     let canonical = Canonical::known(canon);
-    Ok(respond(
-        state,
-        edge,
-        id,
-        Dialect::Anthropic,
+    let asked = Asked {
+        dialect: Dialect::Anthropic,
         chat,
         canonical,
         client,
-        None,
-    )
-    .await)
+        minted: None,
+    };
+    Ok(respond(state, edge, id, asked).await)
 }

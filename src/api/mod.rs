@@ -21,6 +21,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::audit::Audit;
+use crate::response_store::ResponseStore;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
 use readiness::Readiness;
@@ -43,6 +44,14 @@ impl AppState {
             ..StateParts::clone(&self.0)
         })
     }
+
+    /// The same state with another responses store.
+    pub fn with_responses(&self, responses: ResponseStore) -> AppState {
+        AppState::new(StateParts {
+            responses,
+            ..StateParts::clone(&self.0)
+        })
+    }
 }
 
 impl std::ops::Deref for AppState {
@@ -62,8 +71,9 @@ pub struct StateParts {
     pub shared: Arc<Shared>,
     /// The audit log's handle.
     pub audit: Audit,
-    /// The Responses API responses the gateway keeps (`[responses]`).
-    pub responses: crate::responses_store::ResponseStore,
+    /// The Responses API responses the gateway served (`[responses]`), for
+    /// `previous_response_id` and `/v1/responses/{id}`.
+    pub responses: ResponseStore,
     /// Client keys, when `[auth]` is set; swapped on reload (key rotation).
     pub auth: Arc<arc_swap::ArcSwapOption<Auth>>,
     /// Largest accepted request body.

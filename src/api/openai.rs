@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Edge};
+use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
 use crate::canonical::Dialect;
 use crate::request_id;
@@ -46,17 +46,14 @@ async fn serve_chat(
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let client = ClientWire::openai(h);
     let canonical = Canonical::default();
-    Ok(respond(
-        state,
-        edge,
-        id,
-        Dialect::OpenAi,
+    let asked = Asked {
+        dialect: Dialect::OpenAi,
         chat,
         canonical,
         client,
-        None,
-    )
-    .await)
+        minted: None,
+    };
+    Ok(respond(state, edge, id, asked).await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`

@@ -179,18 +179,30 @@ impl Drop for Abandoned<'_> {
     }
 }
 
+/// What a client API asks of [`respond`], its body read.
+pub(super) struct Asked {
+    /// The client's dialect: the answer is written in it.
+    pub dialect: Dialect,
+    /// The request in the inner (OpenAI) shape.
+    pub chat: ChatRequest,
+    /// Its canonical form, for targets of another dialect.
+    pub canonical: Canonical,
+    /// What targets of the client's own dialect get as it came.
+    pub client: ClientWire,
+    /// A Responses API request: the id the answer goes under, and what the gateway keeps.
+    pub minted: Option<super::responses::Minted>,
+}
+
 /// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape); an
 /// unknown model is answered (404) and recorded here too.
-pub(super) async fn respond(
-    state: &AppState,
-    edge: Edge,
-    id: &str,
-    dialect: Dialect,
-    chat: ChatRequest,
-    canonical: Canonical,
-    client: ClientWire,
-    mut minted: Option<super::responses::Minted>,
-) -> Response {
+pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked) -> Response {
+    let Asked {
+        dialect,
+        chat,
+        canonical,
+        client,
+        mut minted,
+    } = asked;
     let started = edge.started;
     let routing = state.routing.load_full();
     let Some(route) = routing.route(&chat.model) else {

@@ -1,4 +1,4 @@
-//! Gateway-wide sections: `[audit]`, `[auth]` and `[cluster]`.
+//! Gateway-wide sections: `[audit]`, `[responses]`, `[auth]` and `[cluster]`.
 //!
 //! These hold secrets (client keys, database and Redis URLs with passwords), so their `Debug`
 //! impls redact them: a config printed in a log line must never leak one.
@@ -44,6 +44,54 @@ impl Default for AuditConfig {
             store: AuditStore::Sqlite("switchyard-audit.db".to_owned()),
             bodies: false,
             retention: None,
+        }
+    }
+}
+
+/// Where the gateway keeps the Responses API responses it served (`responses.store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponsesStore {
+    /// `"audit"`: the audit log's database (`audit.store`), in a table of its own; off when
+    /// the audit log is off.
+    Audit,
+    /// `"off"`, a SQLite file or a PostgreSQL URL, written as `audit.store` takes them.
+    Own(AuditStore),
+}
+
+impl ResponsesStore {
+    /// The database this names, given `[audit]`.
+    pub fn resolve<'a>(&'a self, audit: &'a AuditConfig) -> &'a AuditStore {
+        match self {
+            ResponsesStore::Audit => &audit.store,
+            ResponsesStore::Own(store) => store,
+        }
+    }
+}
+
+/// `[responses]`: the gateway's own store of the Responses API responses it served (`store`
+/// is the API's default), so that a client's next turn with `previous_response_id` works
+/// whichever provider served the earlier one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponsesConfig {
+    /// Where responses go.
+    pub store: ResponsesStore,
+    /// Responses older than this are deleted (and no longer found); `None` keeps them
+    /// forever. Written or not, it defaults to `audit.retention`.
+    pub retention: Option<Duration>,
+    /// A response whose input and output items together take more bytes than this is not
+    /// stored (counted).
+    pub max_bytes: usize,
+}
+
+/// Built-in `responses.max_bytes`: 4 MiB.
+pub const DEFAULT_RESPONSES_MAX_BYTES: usize = 4 << 20;
+
+impl Default for ResponsesConfig {
+    fn default() -> Self {
+        ResponsesConfig {
+            store: ResponsesStore::Audit,
+            retention: None,
+            max_bytes: DEFAULT_RESPONSES_MAX_BYTES,
         }
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! Every error names its key path (`routes[0].failover.attempt_timeout`) and gives a hint, and
 //! all errors are reported together. Types: this file holds the config tree; `policy.rs` a
-//! route's policies; `global.rs` `[audit]`, `[auth]` and `[cluster]`; `duration.rs` the
-//! duration and size syntax; `table.rs` the routing table `switchyard check` prints.
+//! route's policies; `global.rs` `[audit]`, `[responses]`, `[auth]` and `[cluster]`;
+//! `duration.rs` the duration and size syntax; `table.rs` the routing table `switchyard check`
+//! prints.
 
 mod duration;
 mod file;
@@ -23,7 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use duration::{format_duration, parse_duration, parse_size};
-pub use global::{redact_url, AuditConfig, AuditStore, AuthConfig, ClusterConfig};
+pub use global::{
+    redact_url, AuditConfig, AuditStore, AuthConfig, ClusterConfig, ResponsesConfig,
+    ResponsesStore, DEFAULT_RESPONSES_MAX_BYTES,
+};
 pub use policy::{
     BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy, MidStream, OnOverflow,
     RetryBudgetPolicy,
@@ -40,6 +44,8 @@ pub struct Config {
     pub routes: Vec<Arc<RouteConfig>>,
     /// `[audit]`: where the per-request audit log goes.
     pub audit: AuditConfig,
+    /// `[responses]`: where stored Responses API responses go.
+    pub responses: ResponsesConfig,
     /// `[auth]`: client keys; `None` lets any client in.
     pub auth: Option<AuthConfig>,
     /// `[cluster]`: shared breaker state; `None` keeps it per replica.

@@ -365,3 +365,9 @@ pub fn python_sdk(module: &str) -> bool {
     }
     have
 }
+
+/// A `sqlite://` URL of a fresh file for a gateway's `[responses] store` (in the temp dir).
+pub fn responses_db() -> String {
+    let path = std::env::temp_dir().join(format!("switchyard-responses-{}.db", fastrand::u64(..)));
+    format!("sqlite://{}", path.display())
+}

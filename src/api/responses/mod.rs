@@ -30,11 +30,11 @@ use tokio::time::Instant;
 
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Edge};
+use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
 use crate::canonical::{self, Dialect};
 use crate::request_id;
-use crate::responses_store::{ResponseStore, StoredResponse};
+use crate::response_store::{ResponseStore, StoredResponse};
 use crate::routing::Target;
 use crate::wire::transcode::{self, Canonical};
 use crate::wire::{ChatRequest, ClientWire};
@@ -53,7 +53,8 @@ impl Keep {
         };
         self.record.output = output;
         self.record.response = String::from_utf8_lossy(response).into_owned();
-        self.store.put(self.record);
+        // A response too large to keep is counted by the store; its id then finds nothing.
+        let _ = self.store.put(self.record);
     }
 }
 
@@ -223,39 +224,34 @@ async fn serve(
         client = client.elsewhere(&prev.provider, Bytes::from(elsewhere));
     }
     client.native_only = native_only;
+    let minted_id = crate::response_store::new_id();
+    let keep = keep.then(|| Keep {
+        store: store.clone(),
+        record: StoredResponse {
+            id: minted_id.clone(),
+            client_key_id: edge.client_key_id.clone(),
+            created_ms: crate::clock::wall_ms_i64(),
+            route: chat.model.clone(),
+            provider: String::new(),
+            previous_id: previous.as_ref().map(|p| p.id.clone()),
+            input: expanded.input,
+            output: String::new(),
+            response: String::new(),
+        },
+    });
     let minted = Minted {
-        id: crate::responses_store::new_id(),
-        keep: keep.then(|| Keep {
-            store: store.clone(),
-            record: StoredResponse {
-                id: String::new(),
-                client_key_id: edge.client_key_id.clone(),
-                created_ms: crate::clock::wall_ms_i64(),
-                route: chat.model.clone(),
-                provider: String::new(),
-                previous_id: previous.as_ref().map(|p| p.id.clone()),
-                input: expanded.input,
-                output: String::new(),
-                response: String::new(),
-            },
-        }),
+        id: minted_id,
+        keep,
     };
-    let mut minted = minted;
-    if let Some(keep) = &mut minted.keep {
-        keep.record.id.clone_from(&minted.id);
-    }
     let canonical = Canonical::known(canon);
-    Ok(respond(
-        state,
-        edge,
-        id,
-        Dialect::Responses,
+    let asked = Asked {
+        dialect: Dialect::Responses,
         chat,
         canonical,
         client,
-        Some(minted),
-    )
-    .await)
+        minted: Some(minted),
+    };
+    Ok(respond(state, edge, id, asked).await)
 }
 
 /// The client key of a request to the read endpoints (401 without a valid one under `[auth]`).
@@ -266,7 +262,11 @@ fn key_of(state: &AppState, h: &HeaderMap) -> Result<Option<String>, ApiError> {
     }
 }
 
-async fn stored(state: &AppState, h: &HeaderMap, id: &str) -> Result<StoredResponse, ApiError> {
+async fn stored(
+    state: &AppState,
+    h: &HeaderMap,
+    id: &str,
+) -> Result<std::sync::Arc<StoredResponse>, ApiError> {
     let key = key_of(state, h)?;
     let found = state.responses.get(id, key.as_deref()).await.map_err(|e| {
         ApiError::new(
@@ -296,7 +296,7 @@ pub(super) async fn get(
     h: HeaderMap,
 ) -> Response {
     let resp = match stored(&state, &h, &id).await {
-        Ok(found) => json(StatusCode::OK, found.response),
+        Ok(found) => json(StatusCode::OK, found.response.clone()),
         Err(e) => e.into_response(),
     };
     with_id(resp, &request_id::new())

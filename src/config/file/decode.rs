@@ -14,6 +14,7 @@ const TOP_LEVEL: &[&str] = &[
     "routes",
     "defaults",
     "audit",
+    "responses",
     "auth",
     "cluster",
 ];
@@ -69,6 +70,7 @@ pub(in crate::config) fn parse(text: &str) -> Result<RawConfig, ConfigErrors> {
             }
             "defaults" => raw.defaults = defaults(value, key, e),
             "audit" => raw.audit = section(value, key, e),
+            "responses" => raw.responses = section(value, key, e),
             "auth" => raw.auth = section(value, key, e),
             _ => raw.cluster = section(value, key, e),
         }

@@ -23,6 +23,7 @@ pub(super) struct RawConfig {
     pub routes: Vec<RawRoute>,
     pub defaults: Option<RawDefaults>,
     pub audit: Option<RawAudit>,
+    pub responses: Option<RawResponses>,
     pub auth: Option<RawAuth>,
     pub cluster: Option<RawCluster>,
 }
@@ -157,6 +158,15 @@ pub(super) struct RawAudit {
     pub store: Option<String>,
     pub bodies: Option<bool>,
     pub retention: Option<DurationText>,
+}
+
+/// `[responses]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [responses] table")]
+pub(super) struct RawResponses {
+    pub store: Option<String>,
+    pub retention: Option<DurationText>,
+    pub max_bytes: Option<SizeText>,
 }
 
 /// `[auth]`

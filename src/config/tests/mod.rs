@@ -1,11 +1,12 @@
 //! Unit tests for the config module: `defaults.rs` checks what a valid file resolves to,
 //! `errors.rs` and `policy_errors.rs` that each mistake is reported at its exact key path with a
-//! hint.
+//! hint; `responses.rs` both for `[responses]`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod defaults;
 mod errors;
 mod policy_errors;
+mod responses;
 
 use super::{Config, ConfigError};
 

@@ -1,10 +1,10 @@
 //! Raw file shape -> [`Config`]: interpolate `${VAR}`, apply defaults, check every rule, and
 //! collect every error (with its key path and a hint) rather than stopping at the first.
 //!
-//! Layout: this file holds the error collector and `[server]`, `[audit]`, `[auth]`,
-//! `[cluster]`; `provider.rs` the providers; `route.rs` routes and targets; `policy.rs` the
-//! route policies, with `pick.rs` choosing each key from the route, `[defaults]` or the
-//! built-in default; `interp.rs` the `${VAR}` syntax.
+//! Layout: this file holds the error collector and `[server]`, `[audit]`, `[responses]`,
+//! `[auth]`, `[cluster]`; `provider.rs` the providers; `route.rs` routes and targets;
+//! `policy.rs` the route policies, with `pick.rs` choosing each key from the route,
+//! `[defaults]` or the built-in default; `interp.rs` the `${VAR}` syntax.
 
 mod interp;
 mod pick;
@@ -15,10 +15,13 @@ mod route;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::file::{DurationText, RawAudit, RawAuth, RawCluster, RawConfig, RawServer, SizeText};
+use super::file::{
+    DurationText, RawAudit, RawAuth, RawCluster, RawConfig, RawResponses, RawServer, SizeText,
+};
 use super::{
     format_duration, parse_duration, parse_size, AuditConfig, AuditStore, AuthConfig,
-    ClusterConfig, Config, ConfigError, ConfigErrors, ServerConfig,
+    ClusterConfig, Config, ConfigError, ConfigErrors, ResponsesConfig, ResponsesStore,
+    ServerConfig,
 };
 
 /// Built-in `[server]` values: what a gateway facing clients it does not control ships with
@@ -38,8 +41,9 @@ const DEFAULT_KEY_PREFIX: &str = "switchyard";
 /// and a value near `u64::MAX` seconds cannot be added to a clock reading at all, which made
 /// every request panic (`Instant + Duration` overflow) in a config that `check` had passed.
 pub(super) const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
-/// The longest `audit.retention`: records may be kept for years (compliance), not forever by
-/// overflow (a retention past `i64` milliseconds would prune everything).
+/// The longest `audit.retention` (and `responses.retention`): records may be kept for years
+/// (compliance), not forever by overflow (a retention past `i64` milliseconds would prune
+/// everything).
 const MAX_RETENTION: Duration = Duration::from_secs(100 * 365 * 86_400);
 
 /// Hint shared by every duration error.
@@ -59,6 +63,7 @@ pub(super) fn validate(
     let providers = provider::providers(&mut ctx, &raw.providers);
     let routes = route::routes(&mut ctx, &raw.routes, raw.defaults.as_ref(), &providers);
     let audit = audit(&mut ctx, &raw.audit.unwrap_or_default());
+    let responses = responses(&mut ctx, &raw.responses.unwrap_or_default(), &audit);
     let auth = raw.auth.map(|a| auth(&mut ctx, &a));
     let cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
     if !ctx.errors.is_empty() {
@@ -69,6 +74,7 @@ pub(super) fn validate(
         providers: providers.list,
         routes,
         audit,
+        responses,
         auth,
         cluster,
     })
@@ -309,38 +315,12 @@ const SIZE_HINT: &str = "sizes look like \"8MiB\", \"512KiB\", \"1MB\" or a numb
 fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
     const HINT: &str = "use \"sqlite://FILE\", \"postgres://USER:PASS@HOST/DB\" or \"off\"";
     let default = AuditConfig::default();
-    let store = match &raw.store {
-        None => default.store,
-        Some(store) => match ctx.text("audit.store", store) {
-            None => default.store,
-            Some(url) if url == "off" => AuditStore::Off,
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                AuditStore::Postgres(url)
-            }
-            Some(url) => {
-                let path = url
-                    .strip_prefix("sqlite://")
-                    .or_else(|| url.strip_prefix("sqlite:"));
-                match path {
-                    Some(path) if !path.is_empty() => AuditStore::Sqlite(path.to_owned()),
-                    Some(_) => {
-                        ctx.error("audit.store", "the sqlite store needs a file name", HINT);
-                        default.store
-                    }
-                    None => {
-                        // The value may be a URL with a password: name only its scheme.
-                        let scheme = url.split_once(':').map_or("", |(s, _)| s);
-                        ctx.error(
-                            "audit.store",
-                            format!("unsupported audit store scheme `{scheme}`"),
-                            HINT,
-                        );
-                        default.store
-                    }
-                }
-            }
-        },
-    };
+    let store = raw
+        .store
+        .as_ref()
+        .and_then(|raw| ctx.text("audit.store", raw))
+        .and_then(|url| store_url(ctx, "audit.store", "audit", &url, HINT))
+        .unwrap_or(default.store);
     let retention = raw
         .retention
         .as_ref()
@@ -349,6 +329,86 @@ fn audit(ctx: &mut Ctx<'_>, raw: &RawAudit) -> AuditConfig {
         store,
         bodies: raw.bodies.unwrap_or(default.bodies),
         retention,
+    }
+}
+
+/// A store as `audit.store` takes it (`url`, interpolated, at `path`): `"off"`,
+/// `sqlite://FILE` (or `sqlite:FILE`), `postgres://...` (or `postgresql://...`); `None` (and
+/// an error naming `what` store) for anything else.
+fn store_url(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    what: &str,
+    url: &str,
+    hint: &str,
+) -> Option<AuditStore> {
+    if url == "off" {
+        return Some(AuditStore::Off);
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Some(AuditStore::Postgres(url.to_owned()));
+    }
+    let file = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"));
+    match file {
+        Some(file) if !file.is_empty() => Some(AuditStore::Sqlite(file.to_owned())),
+        Some(_) => {
+            ctx.error(path, "the sqlite store needs a file name", hint);
+            None
+        }
+        None => {
+            // The value may be a URL with a password: name only its scheme.
+            let scheme = url.split_once(':').map_or("", |(s, _)| s);
+            ctx.error(
+                path,
+                format!("unsupported {what} store scheme `{scheme}`"),
+                hint,
+            );
+            None
+        }
+    }
+}
+
+/// The largest `responses.max_bytes`: a text column holds at most about 1 GB in either
+/// store, and one response held several times over (queue, cache, batch) must not be that.
+const MAX_RESPONSES_MAX_BYTES: usize = 256 << 20;
+/// The built-in `responses.max_bytes`, as written.
+const DEFAULT_RESPONSES_MAX_BYTES_TEXT: &str = "4MiB";
+
+fn responses(ctx: &mut Ctx<'_>, raw: &RawResponses, audit: &AuditConfig) -> ResponsesConfig {
+    const HINT: &str = "use \"audit\" (the audit log's database), \"sqlite://FILE\", \"postgres://USER:PASS@HOST/DB\" or \"off\"";
+    let store = match raw
+        .store
+        .as_ref()
+        .and_then(|raw| ctx.text("responses.store", raw))
+    {
+        Some(url) if url == "audit" => ResponsesStore::Audit,
+        Some(url) => store_url(ctx, "responses.store", "responses", &url, HINT)
+            .map_or(ResponsesStore::Audit, ResponsesStore::Own),
+        None => ResponsesStore::Audit,
+    };
+    let retention = match &raw.retention {
+        Some(r) => ctx.duration_within("responses.retention", &r.0, true, MAX_RETENTION),
+        None => audit.retention,
+    };
+    let max_bytes = size(
+        ctx,
+        "responses.max_bytes",
+        raw.max_bytes.as_ref(),
+        DEFAULT_RESPONSES_MAX_BYTES_TEXT,
+    );
+    if max_bytes > MAX_RESPONSES_MAX_BYTES {
+        ctx.error(
+            "responses.max_bytes",
+            "too large: the limit for this key is 256MiB",
+            "leave it out for 4MiB",
+        );
+    }
+    ResponsesConfig {
+        store,
+        retention,
+        max_bytes: max_bytes.min(MAX_RESPONSES_MAX_BYTES),
     }
 }
 
