@@ -58,6 +58,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         shared,
         audit: Audit::off(),
         responses: ResponseStore::off(),
+        reasoning: Arc::default(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
         cluster,

@@ -512,3 +512,63 @@ async fn one_client_key_cannot_read_continue_or_delete_another_keys_responses() 
     assert_eq!(still.status(), 200, "bob's delete removed nothing");
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_store_false_clients_encrypted_reasoning_goes_back_only_to_the_provider_that_made_it() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config_of(&m, &["openai", "openai"], "")).await;
+    // Turn 1, streamed, as Codex asks: nothing stored, reasoning sealed by the primary.
+    let turn = |input: Value, stream: bool| {
+        json!({
+            "model": "agent",
+            "input": input,
+            "store": false,
+            "stream": stream,
+            "reasoning": {"effort": "low"},
+            "include": ["reasoning.encrypted_content"],
+        })
+    };
+    let question = json!({"type": "message", "role": "user", "content": "Count"});
+    let body = create(&gw, &turn(json!([question]), true))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let (_, completed) = events(&body).pop().unwrap();
+    let output = completed["response"]["output"].as_array().unwrap().clone();
+    assert_eq!(output[0]["type"], "reasoning", "{completed}");
+    assert!(output[0]["encrypted_content"].is_string(), "{completed}");
+    let mut history = vec![question];
+    history.extend(output);
+    history.push(json!({"type": "message", "role": "user", "content": "Again"}));
+    // The primary is down: the backup gets the history without the primary's reasoning.
+    m[0].set_plan(down());
+    let resp = create(&gw, &turn(Value::Array(history.clone()), false)).await;
+    let status = resp.status();
+    let target = header(&resp, "x-switchyard-target");
+    let answer: Value = resp.json().await.unwrap();
+    assert_eq!(
+        status, 200,
+        "the backup did not get a seal it cannot read: {answer}"
+    );
+    assert_eq!(target, "p1/model-1");
+    let sent = last_request(&m[1]).body;
+    let kinds: Vec<&str> = sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap_or("message"))
+        .collect();
+    assert_eq!(kinds, ["message", "message", "message"], "{sent}");
+    // The primary back: it gets its own reasoning as the client sent it.
+    m[0].set_plan(FaultPlan::default());
+    let resp = create(&gw, &turn(Value::Array(history.clone()), false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    assert_eq!(
+        last_request(&m[0]).body["input"],
+        Value::Array(history),
+        "as the client sent it"
+    );
+    gw.stop().await;
+}

@@ -74,6 +74,8 @@ pub struct StateParts {
     /// The Responses API responses the gateway served (`[responses]`), for
     /// `previous_response_id` and `/v1/responses/{id}`.
     pub responses: ResponseStore,
+    /// Who made the encrypted reasoning items the gateway passed on (Responses API).
+    pub(crate) reasoning: Arc<responses::provenance::Provenance>,
     /// Client keys, when `[auth]` is set; swapped on reload (key rotation).
     pub auth: Arc<arc_swap::ArcSwapOption<Auth>>,
     /// Largest accepted request body.

@@ -71,7 +71,7 @@ fn array<'a>(items: impl Iterator<Item = &'a RawValue>) -> String {
 
 /// `body` with `input` in place of its own and without `previous_response_id`, the other
 /// members as they came, in order.
-fn rewrite(body: &[u8], input: &str) -> Result<Vec<u8>, TranslateError> {
+pub(super) fn rewrite(body: &[u8], input: &str) -> Result<Vec<u8>, TranslateError> {
     let raw::Fields(fields) = raw::fields(body)?;
     let mut out = Vec::with_capacity(body.len() + input.len());
     out.push(b'{');

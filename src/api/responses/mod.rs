@@ -14,10 +14,12 @@
 //! them only.
 
 mod expand;
+pub(crate) mod provenance;
 mod tap;
 
 use std::borrow::Cow;
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -28,6 +30,7 @@ use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use self::provenance::Provenance;
 use super::audited;
 use super::error::ApiError;
 use super::respond::{refused, respond, with_id, Asked, Edge};
@@ -63,6 +66,8 @@ pub(super) struct Minted {
     id: String,
     /// Set when the response is to be stored: everything but the answer and its provider.
     keep: Option<Keep>,
+    /// Set when the client asked for encrypted reasoning: who made it is remembered.
+    provenance: Option<Arc<Provenance>>,
 }
 
 impl Minted {
@@ -72,9 +77,25 @@ impl Minted {
         Some(keep)
     }
 
+    /// Who made the answer's reasoning, when the client asked for it encrypted and a target of
+    /// its dialect answered (only a provider's own Responses API makes it).
+    fn made_by(&mut self, from: Dialect, served: Option<&Target>) -> Option<tap::Made> {
+        let provenance = self
+            .provenance
+            .take()
+            .filter(|_| from == Dialect::Responses)?;
+        Some(tap::Made {
+            provenance,
+            provider: served?.provider.config.name.clone(),
+        })
+    }
+
     /// A whole answer of dialect `from` as the client's response object (stored when asked).
     pub(super) fn full(&mut self, body: Bytes, from: Dialect, served: Option<&Target>) -> Bytes {
         let keep = self.keep_for(served);
+        if let Some(made) = self.made_by(from, served) {
+            made.provenance.record_response(&made.provider, &body);
+        }
         let out = match from {
             Dialect::Responses if keep.is_none() => return body,
             Dialect::Responses => tap::rename_response(&body, &self.id),
@@ -96,7 +117,7 @@ impl Minted {
     }
 
     /// A streamed answer of dialect `from` as the client's Responses events (the completed
-    /// response stored when asked).
+    /// response stored when asked, its reasoning's maker remembered).
     pub(super) fn stream(
         &mut self,
         body: BoxStream<'static, Result<Bytes, Infallible>>,
@@ -104,8 +125,9 @@ impl Minted {
         served: Option<&Target>,
     ) -> BoxStream<'static, Result<Bytes, Infallible>> {
         let keep = self.keep_for(served);
+        let made = self.made_by(from, served);
         let body = match from {
-            Dialect::Responses if keep.is_none() => return body,
+            Dialect::Responses if keep.is_none() && made.is_none() => return body,
             Dialect::Responses => body,
             _ => transcode::stream_from_openai_with(
                 body,
@@ -114,10 +136,12 @@ impl Minted {
                 ),
             ),
         };
-        match keep {
-            None => body,
-            Some(keep) => tap::tap(body, &self.id, Some(keep)),
+        if keep.is_none() && made.is_none() {
+            return body;
         }
+        // The provider's id stays when nothing is stored (`store: false`).
+        let minted = keep.as_ref().map(|_| self.id.as_str());
+        tap::tap(body, minted, keep, made)
     }
 }
 
@@ -128,6 +152,42 @@ struct Head<'a> {
     store: Option<bool>,
     #[serde(default, borrow)]
     previous_response_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    include: Vec<Cow<'a, str>>,
+}
+
+/// A provider, and the body every other provider gets.
+type Elsewhere = (Arc<str>, Vec<u8>);
+
+/// The body for providers other than the one that made the encrypted reasoning among `body`'s
+/// input items (that provider's name and the body without reasoning items), when the gateway
+/// knows who made it.
+fn reasoning_elsewhere(
+    provenance: &Provenance,
+    body: &[u8],
+) -> Result<Option<Elsewhere>, canonical::TranslateError> {
+    #[derive(Deserialize)]
+    struct Input<'a> {
+        #[serde(default, borrow)]
+        input: Option<&'a serde_json::value::RawValue>,
+    }
+    let head: Input<'_> = serde_json::from_slice(body)?;
+    let Some(input) = head.input.filter(|i| i.get().starts_with('[')) else {
+        return Ok(None);
+    };
+    let items: Vec<&serde_json::value::RawValue> = serde_json::from_str(input.get())?;
+    let Some(maker) = provenance.maker(&items) else {
+        return Ok(None);
+    };
+    let mut kept = String::from("[");
+    for item in items.iter().filter(|i| !provenance::is_reasoning(i)) {
+        if kept.len() > 1 {
+            kept.push(',');
+        }
+        kept.push_str(item.get());
+    }
+    kept.push(']');
+    Ok(Some((maker, expand::rewrite(body, &kept)?)))
 }
 
 fn not_found(what: &str, id: &str, param: Option<&'static str>) -> ApiError {
@@ -219,9 +279,16 @@ async fn serve(
     let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(invalid)?;
     // Responses streams always report usage.
     chat.client_wants_usage = true;
+    // Reasoning the client sends back goes as it came only to the provider that made it.
+    let sealed_elsewhere = match (&previous, &head.previous_response_id) {
+        (None, None) => reasoning_elsewhere(&state.reasoning, &body).map_err(invalid)?,
+        _ => None,
+    };
     let mut client = ClientWire::native(Dialect::Responses, body, h, None).unwrap_or_default();
     if let (Some(prev), Some(elsewhere)) = (&previous, expanded.elsewhere) {
         client = client.elsewhere(&prev.provider, Bytes::from(elsewhere));
+    } else if let Some((maker, elsewhere)) = sealed_elsewhere {
+        client = client.elsewhere(&maker, Bytes::from(elsewhere));
     }
     client.native_only = native_only;
     let minted_id = crate::response_store::new_id();
@@ -239,9 +306,14 @@ async fn serve(
             response: String::new(),
         },
     });
+    let wants_sealed = head
+        .include
+        .iter()
+        .any(|i| i == "reasoning.encrypted_content");
     let minted = Minted {
         id: minted_id,
         keep,
+        provenance: wants_sealed.then(|| state.reasoning.clone()),
     };
     let canonical = Canonical::known(canon);
     let asked = Asked {

@@ -86,9 +86,17 @@ struct Tap {
     sse: SseDecoder,
     /// The provider's id (as a JSON string), once a lifecycle event named it.
     upstream: Option<String>,
-    /// The gateway's id, as a JSON string.
-    minted: String,
+    /// The gateway's id, as a JSON string (`None`: the provider's stays).
+    minted: Option<String>,
     keep: Option<Keep>,
+    /// Where the reasoning of the completed response is remembered, and who made it.
+    made: Option<Made>,
+}
+
+/// Who made a response's reasoning, and where that is remembered.
+pub(super) struct Made {
+    pub provenance: std::sync::Arc<super::provenance::Provenance>,
+    pub provider: String,
 }
 
 impl Tap {
@@ -109,7 +117,10 @@ impl Tap {
             self.upstream = id.map(|id| serde_json::Value::from(id).to_string());
         }
         let renamed = match &self.upstream {
-            Some(up) if *up != self.minted => Cow::Owned(replace(data, up, &self.minted)),
+            Some(up) => match &self.minted {
+                Some(minted) if minted != up => Cow::Owned(replace(data, up, minted)),
+                _ => Cow::Borrowed(data),
+            },
             _ => Cow::Borrowed(data),
         };
         let done = matches!(
@@ -117,6 +128,10 @@ impl Tap {
             Some("response.completed" | "response.incomplete")
         );
         if done {
+            if let Some(made) = self.made.take() {
+                made.provenance
+                    .record_response(&made.provider, response.get().as_bytes());
+            }
             if let Some(keep) = self.keep.take() {
                 let event = serde_json::from_slice::<EventView<'_>>(&renamed).ok();
                 if let Some(response) = event.and_then(|e| e.response) {
@@ -128,19 +143,21 @@ impl Tap {
     }
 }
 
-/// A Responses event stream under the gateway's id `minted`, the completed response kept
-/// when `keep` is set.
+/// A Responses event stream under the gateway's id `minted` (when set), the completed response
+/// kept when `keep` is set and its reasoning remembered when `made` is.
 pub(super) fn tap(
     body: BoxStream<'static, Result<Bytes, Infallible>>,
-    minted: &str,
+    minted: Option<&str>,
     keep: Option<Keep>,
+    made: Option<Made>,
 ) -> BoxStream<'static, Result<Bytes, Infallible>> {
     let state = Tap {
         body,
         sse: SseDecoder::new(),
         upstream: None,
-        minted: serde_json::Value::from(minted).to_string(),
+        minted: minted.map(|m| serde_json::Value::from(m).to_string()),
         keep,
+        made,
     };
     futures_util::stream::unfold(state, |mut t| async move {
         loop {
@@ -190,7 +207,7 @@ mod tests {
             Ok(Bytes::copy_from_slice(b.as_bytes())),
         ])
         .boxed();
-        let out: Vec<_> = tap(body, "resp_ours", None).collect().await;
+        let out: Vec<_> = tap(body, Some("resp_ours"), None, None).collect().await;
         let out: String = out
             .into_iter()
             .map(|b| String::from_utf8(b.unwrap().to_vec()).unwrap())

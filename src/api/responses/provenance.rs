@@ -1,0 +1,158 @@
+//! Which provider made an encrypted reasoning item. A `store: false` client (Codex) sends its
+//! reasoning back as `encrypted_content` each turn, and only the provider that made it can read
+//! it: another one refuses the whole request (`invalid_encrypted_content`). The gateway
+//! remembers, for the reasoning it passed on, a hash of each item's `encrypted_content` and the
+//! provider: a later request carrying one goes to that provider as it came, and to the others
+//! without its reasoning items. Only hashes and provider names are kept, in memory, at most
+//! [`CAPACITY`] (the oldest forgotten first); a replica that never saw an item sends it as it
+//! came.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Reasoning items remembered.
+pub(crate) const CAPACITY: usize = 65_536;
+
+/// The providers of recent encrypted reasoning items.
+#[derive(Debug, Default)]
+pub(crate) struct Provenance {
+    inner: Mutex<Inner>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_hash: HashMap<u64, Arc<str>>,
+    order: VecDeque<u64>,
+}
+
+#[derive(Deserialize)]
+struct ItemView<'a> {
+    #[serde(rename = "type", default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    encrypted_content: Option<&'a RawValue>,
+}
+
+/// The `encrypted_content` of a reasoning item, as its JSON text.
+fn sealed(item: &RawValue) -> Option<&str> {
+    let view: ItemView<'_> = serde_json::from_str(item.get()).ok()?;
+    if view.kind.as_deref() != Some("reasoning") {
+        return None;
+    }
+    view.encrypted_content
+        .map(RawValue::get)
+        .filter(|c| c.starts_with('"'))
+}
+
+impl Provenance {
+    fn hash(&self, content: &str) -> u64 {
+        self.hasher.hash_one(content)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves a map of hashes: still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Remember that `provider` made the reasoning items among `items` (output items).
+    pub(crate) fn record(&self, provider: &str, items: &[&RawValue]) {
+        let hashes: Vec<u64> = items
+            .iter()
+            .filter_map(|i| sealed(i))
+            .map(|c| self.hash(c))
+            .collect();
+        if hashes.is_empty() {
+            return;
+        }
+        let provider: Arc<str> = Arc::from(provider);
+        let mut inner = self.lock();
+        for h in hashes {
+            if inner.by_hash.insert(h, provider.clone()).is_none() {
+                inner.order.push_back(h);
+            }
+            while inner.order.len() > CAPACITY {
+                if let Some(old) = inner.order.pop_front() {
+                    inner.by_hash.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Remember the reasoning items of a whole response object `body` made by `provider`.
+    pub(crate) fn record_response(&self, provider: &str, body: &[u8]) {
+        #[derive(Deserialize)]
+        struct Output<'a> {
+            #[serde(default, borrow)]
+            output: Vec<&'a RawValue>,
+        }
+        if let Ok(out) = serde_json::from_slice::<Output<'_>>(body) {
+            self.record(provider, &out.output);
+        }
+    }
+
+    /// The provider that made one of the reasoning items among `items`, when one is known.
+    pub(crate) fn maker(&self, items: &[&RawValue]) -> Option<Arc<str>> {
+        let hashes: Vec<u64> = items
+            .iter()
+            .filter_map(|i| sealed(i))
+            .map(|c| self.hash(c))
+            .collect();
+        if hashes.is_empty() {
+            return None;
+        }
+        let inner = self.lock();
+        hashes.iter().find_map(|h| inner.by_hash.get(h).cloned())
+    }
+}
+
+/// Whether `item` is a reasoning item.
+pub(super) fn is_reasoning(item: &RawValue) -> bool {
+    serde_json::from_str::<ItemView<'_>>(item.get())
+        .is_ok_and(|v| v.kind.as_deref() == Some("reasoning"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn a_reasoning_item_is_known_by_its_sealed_content_only() {
+        let p = Provenance::default();
+        let made =
+            raw(r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA1"}"#);
+        let text = raw(r#"{"type":"message","content":"gAAA1"}"#);
+        p.record("openai", &[&made, &text]);
+        let again = raw(r#"{"encrypted_content":"gAAA1","type":"reasoning","summary":[]}"#);
+        assert_eq!(p.maker(&[&again]).as_deref(), Some("openai"));
+        let other = raw(r#"{"type":"reasoning","encrypted_content":"gAAA2"}"#);
+        assert_eq!(p.maker(&[&other, &text]), None);
+        assert!(is_reasoning(&again) && !is_reasoning(&text));
+    }
+
+    #[test]
+    fn the_oldest_are_forgotten_past_capacity() {
+        let p = Provenance::default();
+        let items: Vec<Box<RawValue>> = (0..=CAPACITY)
+            .map(|i| {
+                raw(&format!(
+                    r#"{{"type":"reasoning","encrypted_content":"c{i}"}}"#
+                ))
+            })
+            .collect();
+        let refs: Vec<&RawValue> = items.iter().map(AsRef::as_ref).collect();
+        p.record("azure", &refs);
+        assert_eq!(p.maker(&refs[..1]), None, "the first was forgotten");
+        assert_eq!(p.maker(&refs[CAPACITY..]).as_deref(), Some("azure"));
+        assert_eq!(p.lock().by_hash.len(), CAPACITY);
+    }
+}
