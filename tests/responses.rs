@@ -384,6 +384,11 @@ async fn a_built_in_tool_skips_targets_that_cannot_run_it_and_is_a_400_when_none
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
     assert_eq!(
+        header(&resp, "x-switchyard-attempts"),
+        "2",
+        "the skip is on the path"
+    );
+    assert_eq!(
         m[0].stats().requests,
         0,
         "the Chat-only target was not asked"
@@ -571,4 +576,105 @@ async fn a_store_false_clients_encrypted_reasoning_goes_back_only_to_the_provide
         "as the client sent it"
     );
     gw.stop().await;
+}
+
+/// A gateway whose route `agent` has one target of `kind` at `m` (Anthropic and Gemini take
+/// the mock's root URL).
+fn one_target(m: &MockServer, kind: &str) -> String {
+    let url = match kind {
+        "anthropic" | "gemini" => m.root_url(),
+        _ => m.base_url(),
+    };
+    format!(
+        "[audit]\nstore = \"off\"\n\n[responses]\nstore = \"{}\"\n\n\
+         [[providers]]\nname = \"p\"\nkind = \"{kind}\"\nbase_url = \"{url}\"\napi_key = \"${{TEST_KEY}}\"\n\n\
+         [[routes]]\nname = \"agent\"\ntargets = [{{ provider = \"p\", model = \"m\" }}]\n",
+        responses_db()
+    )
+}
+
+#[tokio::test]
+async fn anthropic_and_gemini_targets_answer_responses_clients_whole_and_streamed() {
+    for kind in ["anthropic", "gemini"] {
+        let m = mocks(1).await;
+        let gw = Gateway::start(&one_target(&m[0], kind)).await;
+        let body = json!({"model": "agent", "instructions": "Be brief.", "input": "Count"});
+        let got: Value = create(&gw, &body).await.json().await.unwrap();
+        assert_eq!(got["object"], "response", "{kind}: {got}");
+        assert_eq!(got["status"], "completed", "{kind}: {got}");
+        let text = &got["output"][0]["content"][0]["text"];
+        assert_eq!(text, canonical_text(12, 0).as_str(), "{kind}: {got}");
+        assert!(
+            got["usage"]["input_tokens"].as_u64().unwrap() > 0,
+            "{kind}: {got}"
+        );
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let sse = create(&gw, &streamed).await.text().await.unwrap();
+        let evs = events(&sse);
+        let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names[..2],
+            ["response.created", "response.in_progress"],
+            "{kind}: {sse}"
+        );
+        assert_eq!(names.last(), Some(&"response.completed"), "{kind}: {sse}");
+        let text: String = evs
+            .iter()
+            .filter(|(n, _)| n == "response.output_text.delta")
+            .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(text, canonical_text(12, 0), "{kind}");
+        let sent = last_request(&m[0]);
+        let system = match kind {
+            "anthropic" => sent.body["system"].to_string(),
+            _ => sent.body["systemInstruction"].to_string(),
+        };
+        assert!(
+            system.contains("Be brief."),
+            "{kind}: instructions as its system prompt: {sent:?}"
+        );
+        gw.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_responses_request_is_in_the_audit_log_with_its_path() {
+    let m = mocks(2).await;
+    let store = support::audit::TestStore::sqlite();
+    let toml = config_of(&m, &["openai", "openai-compatible"], "").replacen(
+        "[audit]\nstore = \"off\"\n",
+        &format!("[audit]\nstore = \"{}\"\n", store.url()),
+        1,
+    );
+    let gw = Gateway::start(&toml).await;
+    m[0].set_plan(down());
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": "Count", "stream": true}),
+    )
+    .await;
+    let request_id = header(&resp, "x-switchyard-request-id");
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await.unwrap();
+    gw.stop().await;
+    let records = store.all().await;
+    let rec = records
+        .iter()
+        .find(|r| r.request_id == request_id)
+        .expect("the request's record");
+    assert_eq!(rec.status, 200);
+    assert_eq!(rec.target.as_deref(), Some("p1/model-1"));
+    let path: Vec<(&str, &str)> = rec
+        .path
+        .iter()
+        .map(|a| (a.target.as_str(), a.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        path,
+        [("p0/model-0", "status"), ("p1/model-1", "ok")],
+        "{rec:?}"
+    );
+    assert!(rec.stream && rec.ttft_ms.is_some());
+    store.cleanup().await;
 }

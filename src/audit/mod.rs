@@ -91,7 +91,7 @@ pub struct AuditAttempt {
     pub start_ms: f64,
     pub duration_ms: f64,
     /// `ok`, `status`, `timeout`, `first_token_timeout`, `connect`, `reset`, `malformed`,
-    /// `too_large`, `in_band_error`, `empty_stream`, `cut`, `stall`, `shutdown`, `cancelled`,
+    /// `too_large`, `in_band_error`, `empty_stream`, `untranslatable`, `unsupported`, `cut`, `stall`, `shutdown`, `cancelled`,
     /// `hedge_lost`, `skipped_breaker`, `skipped_budget` (see `routing::path::AttemptOutcome`).
     pub outcome: String,
     /// The upstream HTTP status, when there was one.

@@ -163,9 +163,8 @@ impl AttemptError {
             AttemptError::TooLarge => AttemptOutcome::TooLarge,
             AttemptError::InBand { .. } => AttemptOutcome::InBandError,
             AttemptError::EmptyStream => AttemptOutcome::EmptyStream,
-            AttemptError::Untranslatable { .. } | AttemptError::Unsupported { .. } => {
-                AttemptOutcome::Untranslatable
-            }
+            AttemptError::Untranslatable { .. } => AttemptOutcome::Untranslatable,
+            AttemptError::Unsupported { .. } => AttemptOutcome::Unsupported,
         }
     }
 

@@ -41,6 +41,9 @@ pub enum AttemptOutcome {
     EmptyStream,
     /// The request could not be written in the target's dialect.
     Untranslatable,
+    /// Not asked: the request needs what only a provider's own API has (a Responses API
+    /// built-in tool) and the target would get it translated.
+    Unsupported,
     /// A committed stream whose connection closed before the answer was complete.
     Cut,
     /// A committed stream that sent no content for `idle_timeout`.
@@ -72,6 +75,7 @@ impl AttemptOutcome {
             AttemptOutcome::InBandError => "in_band_error",
             AttemptOutcome::EmptyStream => "empty_stream",
             AttemptOutcome::Untranslatable => "untranslatable",
+            AttemptOutcome::Unsupported => "unsupported",
             AttemptOutcome::Cut => "cut",
             AttemptOutcome::Stall => "stall",
             AttemptOutcome::Shutdown => "shutdown",
