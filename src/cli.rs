@@ -35,7 +35,8 @@ pub enum Command {
     /// Mock providers, the gateway and agent traffic through an outage and a recovery, in one
     /// process: live progress, then a report.
     Demo(crate::demo::DemoArgs),
-    /// Run a fault-injecting mock provider (OpenAI, Azure, Anthropic and Gemini wire formats).
+    /// Run a fault-injecting mock provider (OpenAI Chat Completions and Responses, Azure,
+    /// Anthropic and Gemini wire formats).
     Mock {
         /// Port to listen on (0 picks a free one).
         #[arg(long, default_value_t = 0)]

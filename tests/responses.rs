@@ -678,3 +678,41 @@ async fn a_responses_request_is_in_the_audit_log_with_its_path() {
     assert!(rec.stream && rec.ttft_ms.is_some());
     store.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_conversation_too_long_for_a_target_is_trimmed_and_answered_in_responses_events() {
+    let m = mocks(1).await;
+    let toml = config_of(&m, &["openai"], "").replace(
+        "{ provider = \"p0\", model = \"model-0\" }",
+        "{ provider = \"p0\", model = \"model-0\", context_window = 2000 }",
+    );
+    let gw = Gateway::start(&toml).await;
+    let mut input = Vec::new();
+    for i in 0..40 {
+        input
+            .push(json!({"role": "user", "content": format!("turn {i}: {}", "words ".repeat(60))}));
+        input.push(json!({"role": "assistant", "content": "noted"}));
+    }
+    input.push(json!({"role": "user", "content": "Count"}));
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": input, "stream": true}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let dropped: usize = header(&resp, "x-switchyard-turns-dropped").parse().unwrap();
+    assert!(dropped > 0);
+    let body = resp.text().await.unwrap();
+    let evs = events(&body);
+    assert_eq!(evs.last().unwrap().0, "response.completed", "{body}");
+    let sent = last_request(&m[0]);
+    assert!(
+        sent.path.ends_with("/chat/completions"),
+        "a rewritten conversation goes as Chat Completions: {}",
+        sent.path
+    );
+    let messages = sent.body["messages"].as_array().unwrap();
+    assert!(messages.len() < 81, "trimmed: {} messages", messages.len());
+    assert_eq!(messages.last().unwrap()["content"], "Count");
+    gw.stop().await;
+}
