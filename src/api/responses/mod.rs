@@ -267,7 +267,13 @@ async fn serve(
     let history = previous
         .as_ref()
         .map(|p| (p.input.as_str(), p.output.as_str()));
-    let expanded = expand::expand(&edge.body, history).map_err(invalid)?;
+    // The whole input is made only when something needs it: a history to expand, or a
+    // response to keep.
+    let expanded = if history.is_some() || keep {
+        expand::expand(&edge.body, history).map_err(invalid)?
+    } else {
+        expand::Expanded::default()
+    };
     let body = match &previous {
         Some(_) => Bytes::from(expanded.body),
         None => edge.body.clone(),
