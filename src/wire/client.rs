@@ -152,12 +152,6 @@ impl ClientWire {
         }
         Some(splice(body, range, model_json))
     }
-
-    /// Whether a target of `dialect` gets what the client sent (its headers, query, and for a
-    /// dialect other than the inner one its body).
-    pub fn same_dialect(&self, dialect: Dialect) -> bool {
-        dialect == self.dialect
-    }
 }
 
 impl Default for ClientWire {
