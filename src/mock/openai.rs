@@ -24,7 +24,7 @@ use super::RecordedRequest;
 use error::Rejection;
 use render::{Answer, Reply};
 
-mod error;
+pub(super) mod error;
 mod render;
 
 pub(crate) use error::error;

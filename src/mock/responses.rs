@@ -190,7 +190,7 @@ fn decide(
         .max_context_tokens
         .is_some_and(|max| input_tokens > u64::from(max))
     {
-        return Err(Rejection::context_length());
+        return Err(Rejection::input_too_long());
     }
     let prefill = input::prefill(&items);
     if prefill.is_some() && plan.reject_prefill {

@@ -9,11 +9,11 @@ use crate::mock::FaultPlan;
 
 /// An error answer: what to say, decided before it becomes a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Rejection {
-    status: StatusCode,
-    message: String,
-    kind: &'static str,
-    code: Option<String>,
+pub(in crate::mock) struct Rejection {
+    pub(in crate::mock) status: StatusCode,
+    pub(in crate::mock) message: String,
+    pub(in crate::mock) kind: &'static str,
+    pub(in crate::mock) code: Option<String>,
     param: Option<&'static str>,
     retry_after: Option<u64>,
     /// The plan's `error_body`, sent instead of the envelope.
@@ -23,7 +23,7 @@ pub(super) struct Rejection {
 impl Rejection {
     /// The error a plan injects: its `status`, `error_code` and `retry_after`, or its
     /// `error_body` as it is.
-    pub(super) fn injected(plan: &FaultPlan) -> Self {
+    pub(in crate::mock) fn injected(plan: &FaultPlan) -> Self {
         let status = plan.injected_status();
         let kind = match status.as_u16() {
             429 => "requests",
@@ -45,7 +45,7 @@ impl Rejection {
     }
 
     /// A 400 `invalid_request_error`.
-    pub(super) fn bad_request(
+    pub(in crate::mock) fn bad_request(
         message: impl Into<String>,
         code: Option<&str>,
         param: Option<&'static str>,
@@ -71,7 +71,7 @@ impl Rejection {
     }
 
     /// 401 for a missing or wrong key.
-    pub(super) fn invalid_api_key() -> Self {
+    pub(in crate::mock) fn invalid_api_key() -> Self {
         Rejection {
             status: StatusCode::UNAUTHORIZED,
             code: Some("invalid_api_key".to_owned()),
@@ -80,7 +80,7 @@ impl Rejection {
     }
 
     /// 404, as Azure answers a request without `api-version`.
-    pub(super) fn not_found(message: &str) -> Self {
+    pub(in crate::mock) fn not_found(message: &str) -> Self {
         Rejection {
             status: StatusCode::NOT_FOUND,
             code: Some("404".to_owned()),
