@@ -87,6 +87,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod metrics;
+mod migrate;
 pub mod mock;
 pub mod provider;
 pub mod request_id;

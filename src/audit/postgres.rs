@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
 use super::query::{AuditQuery, Param};
-use super::schema::{Row, COLUMNS, POSTGRES_MIGRATIONS, VERSION_TABLE};
+use super::schema::{Row, COLUMNS};
 use super::tuple::{COPY_HEADER, COPY_TRAILER};
 use super::writer::Chunk;
 use super::{AuditError, AuditRecord};
@@ -22,8 +22,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// The first connection's migrations may rebuild an index of a large table.
 const MIGRATE_TIMEOUT: Duration = Duration::from_secs(600);
 const PRUNE_CHUNK: u64 = 10_000;
-/// Serialises migrations of replicas that start together (any fixed number will do).
-const MIGRATION_LOCK: i64 = 0x5357_4954_4348;
 
 impl From<tokio_postgres::Error> for AuditError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -234,28 +232,7 @@ async fn insert(conn: &mut Conn, chunks: &[Chunk]) -> Result<(), AuditError> {
 /// Apply the migrations this database has not seen, in one transaction, under an advisory lock
 /// so replicas starting together do not race.
 async fn migrate(client: &mut Client) -> Result<(), AuditError> {
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await?;
-    tx.batch_execute(VERSION_TABLE).await?;
-    let current: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0)::int8 FROM audit_schema_version",
-            &[],
-        )
-        .await?
-        .try_get(0)?;
-    for (version, sql) in POSTGRES_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.batch_execute(sql).await?;
-        tx.execute(
-            "INSERT INTO audit_schema_version (version) VALUES ($1::int8::int4)",
-            &[version],
-        )
-        .await?;
-        tracing::info!(version, "audit log: postgres schema migrated");
-    }
-    tx.commit().await?;
-    Ok(())
+    Ok(crate::migrate::postgres(client, &super::schema::SCHEMA).await?)
 }
 
 async fn deadline<T>(

@@ -155,3 +155,14 @@ impl Row {
         }
     }
 }
+
+/// This schema, for [`crate::migrate`].
+pub(crate) const SCHEMA: crate::migrate::Schema = crate::migrate::Schema {
+    label: "audit log",
+    version_table: "audit_schema_version",
+    create_version_table: VERSION_TABLE,
+    sqlite: SQLITE_MIGRATIONS,
+    postgres: POSTGRES_MIGRATIONS,
+    // The advisory lock its PostgreSQL migrations take.
+    lock: 0x5357_4954_4348,
+};

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::{ToSql, ToSqlOutput, Value, ValueRef};
-use rusqlite::{params_from_iter, Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{params_from_iter, Connection, OpenFlags};
 
 use super::query::{AuditQuery, Param};
-use super::schema::{Row, COLUMNS, SQLITE_MIGRATIONS, VERSION_TABLE};
+use super::schema::{Row, COLUMNS};
 use super::tuple::{Field, Tuples};
 use super::writer::Chunk;
 use super::{AuditError, AuditRecord};
@@ -191,23 +191,7 @@ impl SqliteStore {
 
 /// Apply the migrations this database has not seen, in one transaction.
 fn migrate(conn: &mut Connection) -> Result<(), AuditError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch(VERSION_TABLE)?;
-    let current: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM audit_schema_version",
-        [],
-        |r| r.get(0),
-    )?;
-    for (version, sql) in SQLITE_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO audit_schema_version (version) VALUES (?1)",
-            [version],
-        )?;
-        tracing::info!(version, "audit log: sqlite schema migrated");
-    }
-    tx.commit()?;
-    Ok(())
+    Ok(crate::migrate::sqlite(conn, &super::schema::SCHEMA)?)
 }
 
 async fn blocking<T: Send + 'static>(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls};
 
-use super::schema::{insert_sql, COLUMNS, POSTGRES_MIGRATIONS, VERSION_TABLE, WIDTH};
+use super::schema::{insert_sql, COLUMNS, WIDTH};
 use super::{ResponseStoreError, StoredResponse};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -21,8 +21,6 @@ const MIGRATE_TIMEOUT: Duration = Duration::from_secs(120);
 const PRUNE_CHUNK: u64 = 1_000;
 /// Rows per `INSERT` (9 parameters each; PostgreSQL takes at most 65,535).
 const ROWS_PER_INSERT: usize = 100;
-/// Serialises migrations of replicas that start together (the audit log's lock is another).
-const MIGRATION_LOCK: i64 = 0x5357_5245_5350;
 
 impl From<tokio_postgres::Error> for ResponseStoreError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -311,28 +309,7 @@ impl Reader {
 /// Apply the migrations this database has not seen, in one transaction, under an advisory lock
 /// so replicas starting together do not race.
 async fn migrate(client: &mut Client) -> Result<(), ResponseStoreError> {
-    let tx = client.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .await?;
-    tx.batch_execute(VERSION_TABLE).await?;
-    let current: i64 = tx
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0)::int8 FROM responses_schema_version",
-            &[],
-        )
-        .await?
-        .try_get(0)?;
-    for (version, sql) in POSTGRES_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.batch_execute(sql).await?;
-        tx.execute(
-            "INSERT INTO responses_schema_version (version) VALUES ($1::int8::int4)",
-            &[version],
-        )
-        .await?;
-        tracing::info!(version, "responses store: postgres schema migrated");
-    }
-    tx.commit().await?;
-    Ok(())
+    Ok(crate::migrate::postgres(client, &super::schema::SCHEMA).await?)
 }
 
 async fn deadline<T>(

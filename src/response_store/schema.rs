@@ -74,6 +74,17 @@ pub(super) fn insert_sql(rows: usize, placeholder: fn(usize) -> String) -> Strin
     )
 }
 
+/// This schema, for [`crate::migrate`].
+pub(super) const SCHEMA: crate::migrate::Schema = crate::migrate::Schema {
+    label: "responses store",
+    version_table: "responses_schema_version",
+    create_version_table: VERSION_TABLE,
+    sqlite: SQLITE_MIGRATIONS,
+    postgres: POSTGRES_MIGRATIONS,
+    // The advisory lock its PostgreSQL migrations take.
+    lock: 0x5357_5245_5350,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::schema::{insert_sql, COLUMNS, SQLITE_MIGRATIONS, VERSION_TABLE};
+use super::schema::{insert_sql, COLUMNS};
 use super::{ResponseStoreError, StoredResponse};
 
 /// How long a statement waits for another connection's lock (the audit writer's, sharing the
@@ -154,23 +154,7 @@ impl Sqlite {
 
 /// Apply the migrations this database has not seen, in one transaction.
 fn migrate(conn: &mut Connection) -> Result<(), ResponseStoreError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    tx.execute_batch(VERSION_TABLE)?;
-    let current: i64 = tx.query_row(
-        "SELECT COALESCE(MAX(version), 0) FROM responses_schema_version",
-        [],
-        |r| r.get(0),
-    )?;
-    for (version, sql) in SQLITE_MIGRATIONS.iter().filter(|(v, _)| *v > current) {
-        tx.execute_batch(sql)?;
-        tx.execute(
-            "INSERT INTO responses_schema_version (version) VALUES (?1)",
-            [version],
-        )?;
-        tracing::info!(version, "responses store: sqlite schema migrated");
-    }
-    tx.commit()?;
-    Ok(())
+    Ok(crate::migrate::sqlite(conn, &super::schema::SCHEMA)?)
 }
 
 async fn blocking<T: Send + 'static>(
