@@ -10,15 +10,46 @@ use serde_json::Value;
 use support::*;
 use switchyard::mock::{canonical_text, FaultPlan};
 
+const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/venv/bin/python");
+
+/// Whether the agents venv is there (outside CI a missing one skips the test; under CI it
+/// fails it).
+fn have_venv() -> bool {
+    if std::path::Path::new(PYTHON).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must make the agents venv (tests/agents/venv with openai-agents)"
+    );
+    eprintln!("SKIPPED: tests/agents/venv is missing (see .ci/run)");
+    false
+}
+
+/// Runs tests/agents/agents_sdk.py against the gateway at `base` with route `model` and the
+/// SDK's `api` (`chat` or `responses`): its JSON summary.
+async fn run_script(base: String, model: &'static str, api: &'static str) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/agents_sdk.py");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(PYTHON)
+            .args([script, &base, model, api])
+            .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("the venv's python runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the Agents SDK script failed:\n{stderr}"
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_sdk_runs_a_tool_loop_through_a_failing_primary() {
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/venv/bin/python");
-    if !std::path::Path::new(python).exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must make the agents venv (tests/agents/venv with openai-agents)"
-        );
-        eprintln!("SKIPPED: tests/agents/venv is missing (see .ci/run)");
+    if !have_venv() {
         return;
     }
     let m = mocks(2).await;
@@ -31,23 +62,7 @@ async fn the_agents_sdk_runs_a_tool_loop_through_a_failing_primary() {
         tool_call: true,
         ..Default::default()
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/agents_sdk.py");
-    let base = gw.url("/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args([script, &base, "chat"])
-            .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("the venv's python runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Agents SDK script failed:\n{stderr}"
-    );
-    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let got = run_script(gw.url("/v1"), "chat", "chat").await;
     assert_eq!(got["tool_calls"], serde_json::json!(["Paris"]), "{got}");
     assert_eq!(got["final"], canonical_text(12, 0).as_str());
     let second_turn = &m[1].requests()[1].body;
@@ -73,13 +88,7 @@ async fn the_agents_sdk_runs_a_tool_loop_through_a_failing_primary() {
 /// passed through as the SDK sent it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_sdk_default_model_runs_a_tool_loop_on_the_responses_api() {
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/venv/bin/python");
-    if !std::path::Path::new(python).exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must make the agents venv (tests/agents/venv with openai-agents)"
-        );
-        eprintln!("SKIPPED: tests/agents/venv is missing (see .ci/run)");
+    if !have_venv() {
         return;
     }
     let m = mocks(2).await;
@@ -100,23 +109,7 @@ async fn the_agents_sdk_default_model_runs_a_tool_loop_on_the_responses_api() {
         tool_call: true,
         ..Default::default()
     });
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/agents_sdk.py");
-    let base = gw.url("/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args([script, &base, "agent", "responses"])
-            .env("OPENAI_AGENTS_DISABLE_TRACING", "1")
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("the venv's python runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the Agents SDK script failed:\n{stderr}"
-    );
-    let got: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let got = run_script(gw.url("/v1"), "agent", "responses").await;
     assert_eq!(got["tool_calls"], serde_json::json!(["Paris"]), "{got}");
     assert_eq!(got["final"], canonical_text(12, 0).as_str());
     let turns = m[1].requests();

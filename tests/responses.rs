@@ -62,6 +62,21 @@ fn events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// The text of a stream's `response.output_text.delta` events.
+fn deltas(evs: &[(String, Value)]) -> String {
+    evs.iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The `sequence_number`s of a stream's events.
+fn sequence(evs: &[(String, Value)]) -> Vec<u64> {
+    evs.iter()
+        .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
+        .collect()
+}
+
 fn last_request(m: &MockServer) -> switchyard::mock::RecordedRequest {
     m.requests()
         .last()
@@ -162,16 +177,9 @@ async fn a_streamed_response_fails_over_before_its_first_token_and_keeps_the_eve
     let names: Vec<&str> = evs.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"response.created"), "{body}");
     assert_eq!(names.last(), Some(&"response.completed"), "{body}");
-    let text: String = evs
-        .iter()
-        .filter(|(n, _)| n == "response.output_text.delta")
-        .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
-        .collect();
+    let text = deltas(&evs);
     assert_eq!(text, canonical_text(12, 0));
-    let seq: Vec<u64> = evs
-        .iter()
-        .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
-        .collect();
+    let seq = sequence(&evs);
     assert_eq!(
         seq,
         (0..seq.len() as u64).collect::<Vec<_>>(),
@@ -338,16 +346,9 @@ async fn a_passed_through_stream_cut_mid_answer_is_continued_in_responses_events
     assert_eq!(resp.status(), 200);
     let body = resp.text().await.unwrap();
     let evs = events(&body);
-    let text: String = evs
-        .iter()
-        .filter(|(n, _)| n == "response.output_text.delta")
-        .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
-        .collect();
+    let text = deltas(&evs);
     assert_eq!(text, canonical_text(12, 0), "the seam is invisible: {body}");
-    let seq: Vec<u64> = evs
-        .iter()
-        .map(|(_, d)| d["sequence_number"].as_u64().unwrap())
-        .collect();
+    let seq = sequence(&evs);
     assert_eq!(
         seq,
         (0..seq.len() as u64).collect::<Vec<_>>(),
@@ -619,11 +620,7 @@ async fn anthropic_and_gemini_targets_answer_responses_clients_whole_and_streame
             "{kind}: {sse}"
         );
         assert_eq!(names.last(), Some(&"response.completed"), "{kind}: {sse}");
-        let text: String = evs
-            .iter()
-            .filter(|(n, _)| n == "response.output_text.delta")
-            .map(|(_, d)| d["delta"].as_str().unwrap_or_default())
-            .collect();
+        let text = deltas(&evs);
         assert_eq!(text, canonical_text(12, 0), "{kind}");
         let sent = last_request(&m[0]);
         let system = match kind {
@@ -714,5 +711,36 @@ async fn a_conversation_too_long_for_a_target_is_trimmed_and_answered_in_respons
     let messages = sent.body["messages"].as_array().unwrap();
     assert!(messages.len() < 81, "trimmed: {} messages", messages.len());
     assert_eq!(messages.last().unwrap()["content"], "Count");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_azure_target_gets_the_clients_body_at_its_v1_responses_endpoint() {
+    let m = mocks(1).await;
+    let toml = format!(
+        "[audit]\nstore = \"off\"\n\n[responses]\nstore = \"off\"\n\n\
+         [[providers]]\nname = \"az\"\nkind = \"azure\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n\
+         [[routes]]\nname = \"agent\"\ntargets = [{{ provider = \"az\", deployment = \"gpt-prod\" }}]\n",
+        m[0].root_url()
+    );
+    let gw = Gateway::start(&toml).await;
+    let resp = create(
+        &gw,
+        &json!({"model": "agent", "input": "Count", "x_new": 1}),
+    )
+    .await;
+    assert_eq!(resp.status(), 200);
+    let got: Value = resp.json().await.unwrap();
+    assert_eq!(
+        got["output"][0]["content"][0]["text"],
+        canonical_text(12, 0).as_str()
+    );
+    let sent = last_request(&m[0]);
+    assert_eq!(sent.path, "/openai/v1/responses");
+    assert_eq!(
+        sent.body,
+        json!({"model": "gpt-prod", "input": "Count", "x_new": 1})
+    );
+    assert_eq!(sent.header("api-key"), Some("sk-test-secret"));
     gw.stop().await;
 }

@@ -2,7 +2,8 @@
 //! loop on a stored turn, JSON-schema output, `retrieve`, `input_items.list`, `delete`) against
 //! the gateway, by base URL only, while the primary (an OpenAI target, served natively) is down:
 //! every answer comes from the backup, an OpenAI-compatible server the gateway speaks Chat
-//! Completions to, translated both ways. `.ci/run` installs the SDK.
+//! Completions to, translated both ways; and a stream its primary (served natively) cuts after
+//! the first tokens is continued there. `.ci/run` installs the SDK.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -16,22 +17,29 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
     if !python_sdk("openai") {
         return;
     }
-    let m = mocks(3).await;
+    let m = mocks(4).await;
     let toml = format!(
         "[audit]\nstore = \"off\"\n\n[responses]\nstore = \"{}\"\n\n\
          [[providers]]\nname = \"p0\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
          [[providers]]\nname = \"p1\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n\n\
          [[providers]]\nname = \"p2\"\nkind = \"openai-compatible\"\nbase_url = \"{}\"\n\n\
          [[routes]]\nname = \"agent\"\ntargets = [{{ provider = \"p0\", model = \"gpt-a\" }}, {{ provider = \"p1\", model = \"chat-b\" }}]\n\n\
-         [[routes]]\nname = \"tools\"\ntargets = [{{ provider = \"p0\", model = \"gpt-a\" }}, {{ provider = \"p2\", model = \"chat-c\" }}]\n",
+         [[providers]]\nname = \"p3\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\
+         [[routes]]\nname = \"tools\"\ntargets = [{{ provider = \"p0\", model = \"gpt-a\" }}, {{ provider = \"p2\", model = \"chat-c\" }}]\n\n\
+         [[routes]]\nname = \"cut\"\ntargets = [{{ provider = \"p3\", model = \"gpt-d\" }}, {{ provider = \"p1\", model = \"chat-b\" }}]\n",
         responses_db(),
         m[0].base_url(),
         m[1].base_url(),
-        m[2].base_url()
+        m[2].base_url(),
+        m[3].base_url()
     );
     let gw = Gateway::start(&toml).await;
     m[0].set_plan(FaultPlan {
         status: Some(503),
+        ..Default::default()
+    });
+    m[3].set_plan(FaultPlan {
+        cut_after_chunks: Some(4),
         ..Default::default()
     });
     m[2].set_plan(FaultPlan {
@@ -42,7 +50,7 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
     let base = gw.url("/v1");
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")
-            .args([script, &base, "agent", "tools"])
+            .args([script, &base, "agent", "tools", "cut"])
             .output()
     })
     .await
@@ -69,6 +77,13 @@ async fn the_sdk_gets_every_responses_feature_from_a_translated_backup() {
     assert_eq!(got["stream_final_text"], whole.as_str());
     assert_eq!(got["stream_first"], "response.created");
     assert_eq!(got["stream_last"], "response.completed");
+    assert_eq!(
+        got["continued_text"],
+        whole.as_str(),
+        "the seam is invisible: {got}"
+    );
+    assert_eq!(got["continued_final_text"], whole.as_str(), "{got}");
+    assert_eq!(m[3].stats().requests, 1, "the cut primary was asked once");
     assert_eq!(got["tool_calls"][0][0], "get_weather", "{got}");
     assert!(
         got["after_tool"].as_str().is_some_and(|t| !t.is_empty()),

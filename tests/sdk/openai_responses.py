@@ -1,14 +1,15 @@
 """The official OpenAI Python SDK's Responses API against the gateway, by base URL only.
 Prints one JSON object for tests/responses_sdk.rs.
 
-Usage: openai_responses.py BASE_URL MODEL TOOL_MODEL (a route whose backup calls tools)
+Usage: openai_responses.py BASE_URL MODEL TOOL_MODEL CUT_MODEL (a route whose backup calls
+tools, one whose primary cuts its streams after the first tokens)
 """
 import json
 import sys
 
 import openai
 
-base_url, model, tool_model = sys.argv[1], sys.argv[2], sys.argv[3]
+base_url, model, tool_model, cut_model = sys.argv[1:5]
 client = openai.OpenAI(base_url=base_url, api_key="sk-unused", max_retries=0)
 out = {}
 
@@ -33,6 +34,16 @@ out["stream_final_text"] = final.output_text
 out["stream_first"] = kinds[0] if kinds else None
 out["stream_last"] = kinds[-1] if kinds else None
 out["stream_id"] = final.id
+
+# Streamed from a primary that breaks after its first tokens: continued elsewhere, seamlessly.
+deltas = []
+with client.responses.stream(model=cut_model, input="Count") as stream:
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            deltas.append(event.delta)
+    final = stream.get_final_response()
+out["continued_text"] = "".join(deltas)
+out["continued_final_text"] = final.output_text
 
 # A function-tool loop: the call, its output sent back on the stored turn.
 tools = [
