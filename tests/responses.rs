@@ -744,3 +744,77 @@ async fn an_azure_target_gets_the_clients_body_at_its_v1_responses_endpoint() {
     assert_eq!(sent.header("api-key"), Some("sk-test-secret"));
     gw.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_responses_target_is_hedged_and_the_loser_cancelled() {
+    let m = mocks(2).await;
+    let toml = config_in(
+        "off",
+        &m,
+        &["openai", "openai-compatible"],
+        "[routes.hedge]\ndelay = \"500ms\"\nbudget = 1.0\n",
+    );
+    let gw = Gateway::start(&toml).await;
+    m[0].set_plan(FaultPlan {
+        latency_ms: 3000,
+        ..Default::default()
+    });
+    let t0 = tokio::time::Instant::now();
+    let resp = create(&gw, &json!({"model": "agent", "input": "Count"})).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(500)
+            && elapsed < std::time::Duration::from_millis(520),
+        "{elapsed:?}"
+    );
+    let got: Value = resp.json().await.unwrap();
+    assert_eq!(
+        got["object"], "response",
+        "written back as a response: {got}"
+    );
+    assert_eq!(
+        got["output"][0]["content"][0]["text"],
+        canonical_text(12, 0).as_str()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let primary = m[0].stats();
+    assert_eq!(
+        (primary.requests, primary.cancelled),
+        (1, 1),
+        "the loser was cancelled"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_with_retry_after_parks_a_responses_target_and_counts_in_the_metrics() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config_of(&m, &["openai", "openai"], "")).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(429),
+        retry_after: Some(30),
+        ..Default::default()
+    });
+    for _ in 0..3 {
+        let resp = create(&gw, &json!({"model": "agent", "input": "Count"})).await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    }
+    assert_eq!(
+        m[0].stats().requests,
+        1,
+        "parked after its 429: not asked again"
+    );
+    let text = metrics(&gw).await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("switchyard_failovers_total{")
+                && l.contains("route=\"agent\"")
+                && l.contains("reason=\"status\"")),
+        "{text}"
+    );
+    gw.stop().await;
+}
