@@ -119,3 +119,65 @@ async fn codex_exec_answers_through_a_down_primary() {
     );
     gw.stop().await;
 }
+
+/// With `builtin_tools = "drop"`, Codex's turn fails over to a Claude target: Codex offers
+/// built-in tools (`web_search`, a `namespace`) that only OpenAI runs, and the Anthropic
+/// backup gets the turn without them, translated, its answer written back as Responses events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_exec_fails_over_to_an_anthropic_target_when_the_route_drops_built_in_tools() {
+    if !std::path::Path::new(CODEX).exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install Codex CLI (tests/agents, npm ci)"
+        );
+        eprintln!("SKIPPED: {CODEX} is missing (see .ci/run)");
+        return;
+    }
+    let m = mocks(2).await;
+    let toml = format!(
+        "[audit]\nstore = \"off\"\n\n\
+         [[providers]]\nname = \"oai\"\nkind = \"openai\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n\
+         [[providers]]\nname = \"ant\"\nkind = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"${{TEST_KEY}}\"\n\n\
+         [[routes]]\nname = \"agent\"\ntargets = [{{ provider = \"oai\", model = \"gpt-a\" }}, {{ provider = \"ant\", model = \"claude-b\" }}]\n\
+         [routes.failover]\nbuiltin_tools = \"drop\"\n",
+        m[0].base_url(),
+        m[1].root_url()
+    );
+    let gw = Gateway::start(&toml).await;
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let output = codex_exec(gw.url("/v1"), "Say hello.").await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "codex exec failed:\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(
+        stdout.contains(&canonical_text(12, 0)),
+        "Claude's answer reached Codex:\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    let turn = m[1]
+        .requests()
+        .into_iter()
+        .find(|r| r.path.starts_with("/v1/messages"))
+        .expect("the Anthropic backup got the turn");
+    assert_eq!(turn.body["model"], "claude-b");
+    let tools = turn.body["tools"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !tools.is_empty(),
+        "Codex's function tools went on: {}",
+        turn.body
+    );
+    assert!(
+        tools.iter().all(|t| t.get("input_schema").is_some()),
+        "only function tools, as Anthropic tools: {tools:?}"
+    );
+    assert!(
+        turn.body["system"].to_string().contains("Codex"),
+        "Codex's developer message is the system prompt"
+    );
+    gw.stop().await;
+}

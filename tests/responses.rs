@@ -818,3 +818,46 @@ async fn a_429_with_retry_after_parks_a_responses_target_and_counts_in_the_metri
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn with_builtin_tools_drop_an_offered_built_in_tool_stays_behind_and_a_forced_one_does_not() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config_of(
+        &m,
+        &["openai-compatible"],
+        "[routes.failover]\nbuiltin_tools = \"drop\"\n",
+    ))
+    .await;
+    let tools = json!([
+        {"type": "web_search"},
+        {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}},
+    ]);
+    let offered = json!({"model": "agent", "input": "News?", "tools": tools});
+    let resp = create(&gw, &offered).await;
+    assert_eq!(resp.status(), 200);
+    let sent = last_request(&m[0]).body;
+    let names: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(names, ["f"], "only the function tool went on: {sent}");
+    let mut forced = offered.clone();
+    forced["tool_choice"] = json!({"type": "web_search"});
+    let resp = create(&gw, &forced).await;
+    let status = resp.status();
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(
+        status, 400,
+        "a forced built-in tool is used, not offered: {err}"
+    );
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool_choice"),
+        "{err}"
+    );
+    gw.stop().await;
+}

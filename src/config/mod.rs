@@ -29,8 +29,8 @@ pub use global::{
     ResponsesStore, DEFAULT_RESPONSES_MAX_BYTES,
 };
 pub use policy::{
-    BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy, MidStream, OnOverflow,
-    RetryBudgetPolicy,
+    BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy, MidStream,
+    OnOverflow, RetryBudgetPolicy,
 };
 
 /// The resolved, validated configuration. Built only by [`Config::load`] / [`Config::from_toml`].

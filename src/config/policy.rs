@@ -16,6 +16,17 @@ pub enum MidStream {
     Error,
 }
 
+/// What a Responses API request that offers built-in tools (`web_search`, ...) gets from a
+/// target without the provider's own Responses API (`failover.builtin_tools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltinTools {
+    /// Such a target is not asked (`"native"`): the request goes only where its tools run.
+    Native,
+    /// Such a target gets the request without the built-in tools it only offers (`"drop"`);
+    /// one that uses them (in its input, or forced by `tool_choice`) is still not sent there.
+    Drop,
+}
+
 /// `[routes.failover]`: per-request retries on the next target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailoverPolicy {
@@ -29,6 +40,8 @@ pub struct FailoverPolicy {
     pub retry_after_wait: Duration,
     /// What a failure after the commit point does.
     pub mid_stream: MidStream,
+    /// Whether a Responses request offering built-in tools may go to a translated target.
+    pub builtin_tools: BuiltinTools,
     /// A stalled attempt is abandoned after this; never above `request_timeout`.
     pub attempt_timeout: Duration,
     /// Streams: no first token by then counts as a stall; never above `request_timeout`.
@@ -47,6 +60,7 @@ impl Default for FailoverPolicy {
             same_target_retries: 0,
             retry_after_wait: Duration::ZERO,
             mid_stream: MidStream::Continue,
+            builtin_tools: BuiltinTools::Native,
             attempt_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(15),

@@ -300,6 +300,7 @@ mod tests {
             same_target_retries: 0,
             retry_after_wait: Duration::ZERO,
             mid_stream: crate::config::MidStream::Continue,
+            builtin_tools: crate::config::BuiltinTools::Native,
             attempt_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(15),

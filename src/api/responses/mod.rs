@@ -36,6 +36,7 @@ use super::error::ApiError;
 use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
 use crate::canonical::{self, Dialect};
+use crate::config::BuiltinTools;
 use crate::request_id;
 use crate::response_store::{ResponseStore, StoredResponse};
 use crate::routing::Target;
@@ -279,8 +280,16 @@ async fn serve(
         None => edge.body.clone(),
     };
     let canon = canonical::responses::parse_request(&body).map_err(invalid)?;
-    native_only =
-        native_only.or_else(|| canonical::responses::needs_native(&body).map(str::to_owned));
+    // Built-in tools the request only offers keep it off translated targets unless its route
+    // lets those targets serve it without them.
+    let needs = canonical::responses::native_needs(&body);
+    let drops_offered = state
+        .routing
+        .load()
+        .route(&canon.model)
+        .is_some_and(|r| r.config.failover.builtin_tools == BuiltinTools::Drop);
+    let offered = needs.offers.filter(|_| !drops_offered);
+    native_only = native_only.or_else(|| needs.uses.or(offered).map(str::to_owned));
     let inner = canonical::openai::write_request(&canon, &canon.model).map_err(invalid)?;
     let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(invalid)?;
     // Responses streams always report usage.

@@ -54,7 +54,7 @@ mod write;
 mod tests;
 
 pub use encode::{Encoder, OpenText, Resume};
-pub use native::needs_native;
+pub use native::{native_needs, needs_native, NativeNeeds};
 pub use response::{parse_error, parse_response, write_error, write_response};
 pub use stream::Decoder;
 pub use write::write_request;

@@ -21,6 +21,19 @@ struct View<'a> {
     tools: Option<Vec<Typed<'a>>>,
     #[serde(default, borrow)]
     input: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tool_choice: Option<&'a RawValue>,
+}
+
+/// What in a request only a Responses target can serve, split by how much it matters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NativeNeeds {
+    /// Used: an input item or content part only the Responses API reads, or a `tool_choice`
+    /// forcing a built-in tool. Another dialect cannot serve the request at all.
+    pub uses: Option<&'static str>,
+    /// Offered only: a built-in tool in `tools`. Another dialect can serve the request
+    /// without it, if the route allows that (`failover.builtin_tools = "drop"`).
+    pub offers: Option<&'static str>,
 }
 
 #[derive(Deserialize)]
@@ -88,13 +101,37 @@ fn part_reason(part: &ContentPart<'_>) -> Option<&'static str> {
 /// what (a short reason for the audit path): `None` when it can be translated to any dialect
 /// without losing meaning, or when the body cannot be read (parsing it will say why).
 pub fn needs_native(body: &[u8]) -> Option<&'static str> {
-    let view: View<'_> = serde_json::from_slice(body).ok()?;
-    for tool in view.tools.iter().flatten() {
-        if let Some(reason) = tool_reason(tool.kind.as_deref().unwrap_or("function")) {
-            return Some(reason);
-        }
+    let needs = native_needs(body);
+    needs.uses.or(needs.offers)
+}
+
+/// [`needs_native`]'s findings, with what the request uses apart from what it only offers.
+pub fn native_needs(body: &[u8]) -> NativeNeeds {
+    let Ok(view) = serde_json::from_slice::<View<'_>>(body) else {
+        return NativeNeeds::default();
+    };
+    let offers = view
+        .tools
+        .iter()
+        .flatten()
+        .find_map(|tool| tool_reason(tool.kind.as_deref().unwrap_or("function")));
+    let forced = view
+        .tool_choice
+        .filter(|c| raw::shape(c) == Shape::Object)
+        .and_then(|c| serde_json::from_str::<Typed<'_>>(c.get()).ok())
+        .and_then(|c| match c.kind.as_deref() {
+            None | Some("function" | "allowed_tools") => None,
+            Some(_) => Some("a tool_choice naming a built-in tool"),
+        });
+    NativeNeeds {
+        uses: forced.or_else(|| input_reason(view.input)),
+        offers,
     }
-    let input = view.input.filter(|i| raw::shape(i) == Shape::Array)?;
+}
+
+/// Why the input items need a Responses target.
+fn input_reason(input: Option<&RawValue>) -> Option<&'static str> {
+    let input = input.filter(|i| raw::shape(i) == Shape::Array)?;
     let items: Vec<Item<'_>> = serde_json::from_str(input.get()).ok()?;
     for item in items {
         if let Some(reason) = item_reason(item.kind.as_deref().unwrap_or("message")) {

@@ -103,6 +103,7 @@ pub(super) struct RawFailover {
     pub same_target_retries: Option<u32>,
     pub retry_after_wait: Option<DurationText>,
     pub mid_stream: Option<String>,
+    pub builtin_tools: Option<String>,
     pub attempt_timeout: Option<DurationText>,
     pub first_token_timeout: Option<DurationText>,
     pub idle_timeout: Option<DurationText>,

@@ -47,6 +47,7 @@ fn route_policy_defaults_match_the_spec() {
     assert_eq!(f.same_target_retries, 0);
     assert_eq!(f.retry_after_wait, Duration::ZERO);
     assert_eq!(f.mid_stream, MidStream::Continue);
+    assert_eq!(f.builtin_tools, crate::config::BuiltinTools::Native);
     assert_eq!(f.attempt_timeout, Duration::from_secs(30));
     assert_eq!(f.first_token_timeout, Duration::from_secs(10));
     assert_eq!(f.idle_timeout, Duration::from_secs(15));

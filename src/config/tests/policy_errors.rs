@@ -10,6 +10,7 @@ on_status = [429, 200, 503]
 max_attempts = 0
 idle_timeout = "0s"
 mid_stream = "retry"
+builtin_tools = "ignore"
 request_timeout = "5s""#,
     ));
     error_at(
@@ -24,6 +25,11 @@ request_timeout = "5s""#,
         "routes[0].failover.mid_stream",
         "unknown value `retry`",
     );
+    error_at(
+        &errs,
+        "routes[0].failover.builtin_tools",
+        "unknown value `ignore`",
+    );
     let e = error_at(
         &errs,
         "routes[0].failover.attempt_timeout",
@@ -35,7 +41,7 @@ request_timeout = "5s""#,
         "routes[0].failover.first_token_timeout",
         "first_token_timeout (10s) exceeds",
     );
-    assert_eq!(errs.len(), 6, "{errs:#?}");
+    assert_eq!(errs.len(), 7, "{errs:#?}");
 }
 
 #[test]

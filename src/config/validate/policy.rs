@@ -8,8 +8,8 @@ use crate::config::file::{
     RawBreaker, RawContext, RawDefaults, RawFailover, RawHedge, RawRetryBudget, RawRoute,
 };
 use crate::config::{
-    format_duration, parse_duration, BreakerPolicy, ContextPolicy, FailoverPolicy, HedgeDelay,
-    HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
+    format_duration, parse_duration, BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy,
+    HedgeDelay, HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
 };
 
 /// One source of policy keys: a route's sections or `[defaults]`.
@@ -105,6 +105,12 @@ fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
         ("error", MidStream::Error),
     ];
     let mid_stream = word(ctx, &mid_stream, d.mid_stream, &choices);
+    let builtin_tools = s.key("builtin_tools", |f| f.builtin_tools.as_ref());
+    let choices = [
+        ("native", BuiltinTools::Native),
+        ("drop", BuiltinTools::Drop),
+    ];
+    let builtin_tools = word(ctx, &builtin_tools, d.builtin_tools, &choices);
     let attempt = s.key("attempt_timeout", |f| f.attempt_timeout.as_ref());
     let attempt_timeout = dur(ctx, &attempt, d.attempt_timeout, true);
     let first = s.key("first_token_timeout", |f| f.first_token_timeout.as_ref());
@@ -137,6 +143,7 @@ fn failover(ctx: &mut Ctx<'_>, layers: &[Layer<'_>]) -> FailoverPolicy {
         same_target_retries: retries.value.copied().unwrap_or(d.same_target_retries),
         retry_after_wait: retry_after_wait.unwrap_or(d.retry_after_wait),
         mid_stream: mid_stream.unwrap_or(d.mid_stream),
+        builtin_tools: builtin_tools.unwrap_or(d.builtin_tools),
         attempt_timeout: attempt_timeout.unwrap_or(d.attempt_timeout),
         first_token_timeout: first_token_timeout.unwrap_or(d.first_token_timeout),
         idle_timeout: idle_timeout.unwrap_or(d.idle_timeout),
