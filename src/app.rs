@@ -42,6 +42,7 @@ pub enum AppError {
 /// Build the shared state for a config.
 pub fn build_state(config: Config) -> Result<AppState, AppError> {
     let max_body = config.server.max_body;
+    let body_timeout = config.server.body_timeout;
     let hosts = Arc::new(Hosts::new(&config.server));
     let config_auth = config.auth.clone();
     let shared = Shared::new(Registry::new(), config.server.max_response_body);
@@ -61,6 +62,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         reasoning: Arc::default(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
         max_body,
+        body_timeout,
         cluster,
         readiness: Readiness::new(),
         hosts,

@@ -38,6 +38,8 @@ pub mod limit {
     pub const IDLE_TIMEOUT: &str = "idle_timeout";
     /// A connection beyond `max_connections`: accepted and closed at once.
     pub const MAX_CONNECTIONS: &str = "max_connections";
+    /// A request body not whole within `body_timeout`: 408.
+    pub const BODY_TIMEOUT: &str = "body_timeout";
     /// A request beyond `max_in_flight`: 503.
     pub const MAX_IN_FLIGHT: &str = "max_in_flight";
     /// An upstream answer (or stream before its first content) over `max_response_body`: the
@@ -62,6 +64,7 @@ pub mod limit {
 #[derive(Debug, Clone)]
 pub struct LimitCounters {
     pub header_timeout: Arc<AtomicU64>,
+    pub body_timeout: Arc<AtomicU64>,
     pub idle_timeout: Arc<AtomicU64>,
     pub max_connections: Arc<AtomicU64>,
     pub max_in_flight: Arc<AtomicU64>,
@@ -80,6 +83,7 @@ impl LimitCounters {
         let c = |label| registry.counter(names::LIMITS, &[("limit", label)]);
         LimitCounters {
             header_timeout: c(limit::HEADER_TIMEOUT),
+            body_timeout: c(limit::BODY_TIMEOUT),
             idle_timeout: c(limit::IDLE_TIMEOUT),
             max_connections: c(limit::MAX_CONNECTIONS),
             max_in_flight: c(limit::MAX_IN_FLIGHT),

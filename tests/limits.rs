@@ -233,9 +233,19 @@ async fn requests_beyond_max_in_flight_get_503_with_retry_after_in_their_dialect
     assert_eq!(body["type"], "error", "Anthropic's envelope: {body}");
     assert_eq!(body["error"]["type"], "overloaded_error", "{body}");
 
+    let resp = client()
+        .post(gw.url("/v1/responses"))
+        .json(&json!({"model": "chat", "input": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 503, "the Responses API is counted too");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "gateway_overloaded", "{body}");
+
     let health = client().get(gw.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200, "operations endpoints are not counted");
-    assert_eq!(limit_count(&state, "max_in_flight").await, 2);
+    assert_eq!(limit_count(&state, "max_in_flight").await, 3);
     assert_eq!(
         user_requests(&m[0]),
         1,
@@ -502,4 +512,46 @@ async fn audit_fields_are_stored_cut_to_their_size() {
         "the route, the error"
     );
     store.cleanup().await;
+}
+
+/// A request body sent too slowly gets 408 at `body_timeout` from its head, reaches no
+/// provider, and is counted. (Before: a body sent a byte a second held its connection and its
+/// place under `max_in_flight` for as long as the client liked.)
+#[tokio::test(start_paused = true)]
+async fn a_request_body_not_whole_within_body_timeout_gets_408() {
+    let m = mocks(1).await;
+    let state = build(&with_server(&config(&m, ""), "body_timeout = \"3s\""));
+    let gw = Gateway::serve(state.clone(), None).await;
+    let t0 = Instant::now();
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    tcp.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+    )
+    .await
+    .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("request_timeout") {
+        let n = tokio::time::timeout(Duration::from_secs(60), tcp.read(&mut buf))
+            .await
+            .expect("an answer within a minute")
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed without an answer: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let elapsed = t0.elapsed();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("x-switchyard-attempts: 0"), "{text}");
+    assert!(
+        elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    assert_eq!(limit_count(&state, "body_timeout").await, 1);
+    assert_eq!(m[0].stats().requests, 0);
+    gw.stop().await;
 }

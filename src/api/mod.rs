@@ -80,6 +80,8 @@ pub struct StateParts {
     pub auth: Arc<arc_swap::ArcSwapOption<Auth>>,
     /// Largest accepted request body.
     pub max_body: usize,
+    /// `[server] body_timeout`: a request body must have arrived within this.
+    pub body_timeout: std::time::Duration,
     /// The link to the other replicas, with `[cluster]`.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// Starting, ready or draining: what `/readyz` answers. Set by `app::serve` and

@@ -116,7 +116,22 @@ impl Edge {
             None => None,
         };
         let (failover, timeout) = controls(h)?;
-        let body = read_body(body, state.max_body).await?;
+        let read = read_body(body, state.max_body);
+        let body = match tokio::time::timeout(state.body_timeout, read).await {
+            Ok(body) => body?,
+            Err(_) => {
+                crate::metrics::bump(&state.shared.limits.body_timeout);
+                return Err(ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "invalid_request_error",
+                    "request_timeout",
+                    format!(
+                        "the request body did not arrive within the gateway's body_timeout ({} s)",
+                        state.body_timeout.as_secs_f64()
+                    ),
+                ));
+            }
+        };
         Ok(Edge {
             started,
             client_key_id,

@@ -8,7 +8,7 @@
 //!   connection), a connection must deliver its request head within this, else it is closed.
 //! - `idle_timeout`: a connection with no request in flight and no new one started is closed.
 //! - `max_connections`: over every server thread; one more is accepted and closed at once.
-//! - `max_in_flight`: client API requests (completions and messages; streams until they end)
+//! - `max_in_flight`: client API requests (completions, messages and responses; streams until they end)
 //!   over every server thread; one more gets 503 with `Retry-After` at once, in the client
 //!   dialect's envelope. Operations endpoints (`/healthz`, `/metrics`, ...) are not counted, so
 //!   they still answer under overload.
@@ -404,6 +404,7 @@ fn client_api(path: &str) -> Option<Dialect> {
     match path {
         "/v1/chat/completions" => Some(Dialect::OpenAi),
         "/v1/messages" => Some(Dialect::Anthropic),
+        "/v1/responses" => Some(Dialect::Responses),
         _ => None,
     }
 }

@@ -70,6 +70,10 @@ pub struct ServerConfig {
     /// on a kept-alive connection); else the connection is closed. Bounds what a slow client
     /// (one byte a second) holds: a connection and its file descriptor.
     pub header_timeout: Duration,
+    /// A client API request's body must have arrived whole within this of its head; else the
+    /// request gets 408 and no provider is asked. Bounds what a client sending its body a byte
+    /// a second holds: a connection and a place under `max_in_flight`.
+    pub body_timeout: Duration,
     /// A kept-alive connection with no request in flight is closed after this.
     pub idle_timeout: Duration,
     /// Client connections open at once, over every server thread; one more is accepted and

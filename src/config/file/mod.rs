@@ -37,6 +37,7 @@ pub(super) struct RawServer {
     pub workers: Option<u32>,
     pub allowed_hosts: Option<Vec<String>>,
     pub header_timeout: Option<DurationText>,
+    pub body_timeout: Option<DurationText>,
     pub idle_timeout: Option<DurationText>,
     pub max_connections: Option<u32>,
     pub max_in_flight: Option<u32>,

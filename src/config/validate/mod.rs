@@ -29,6 +29,7 @@ use super::{
 const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 const DEFAULT_MAX_BODY: &str = "8MiB";
 const DEFAULT_HEADER_TIMEOUT: &str = "10s";
+const DEFAULT_BODY_TIMEOUT: &str = "30s";
 const DEFAULT_IDLE_TIMEOUT: &str = "120s";
 const DEFAULT_MAX_CONNECTIONS: u32 = 10_000;
 const DEFAULT_MAX_IN_FLIGHT: u32 = 2_000;
@@ -199,6 +200,12 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
         DEFAULT_HEADER_TIMEOUT,
         true,
     );
+    let body_timeout = timeout(
+        "body_timeout",
+        raw.body_timeout.as_ref(),
+        DEFAULT_BODY_TIMEOUT,
+        true,
+    );
     let idle_timeout = timeout(
         "idle_timeout",
         raw.idle_timeout.as_ref(),
@@ -256,6 +263,7 @@ fn server(ctx: &mut Ctx<'_>, raw: &RawServer) -> ServerConfig {
         workers,
         allowed_hosts,
         header_timeout,
+        body_timeout,
         idle_timeout,
         max_connections,
         max_in_flight,
