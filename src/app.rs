@@ -87,6 +87,7 @@ pub async fn serve(
     let readiness = state.readiness.clone();
     let shutdown = draining(readiness.clone(), shutdown);
     let gate = gate(&state);
+    gate.set_audit(&state.audit);
     // The listener is bound: what connects now is served as soon as the accept loop runs.
     readiness.set_ready();
     let result = conn::serve_on(listener, router(state), shutdown, gate).await;
@@ -273,6 +274,7 @@ impl Server {
                     return Err(e);
                 }
             };
+            gate0.set_audit(&state.audit);
             let app = router(state);
             let _ = ready.send(Some(app.clone()));
             let result = match TcpListener::from_std(first) {

@@ -555,3 +555,56 @@ async fn a_request_body_not_whole_within_body_timeout_gets_408() {
     assert_eq!(m[0].stats().requests, 0);
     gw.stop().await;
 }
+
+/// A request refused for `max_in_flight` has its audit record: status 503, no route, no
+/// attempt, under the request id the client got. (Before: it was refused unrecorded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_for_max_in_flight_is_in_the_audit_log() {
+    let m = mocks(1).await;
+    m[0].set_plan(FaultPlan {
+        latency_ms: 2_000,
+        ..Default::default()
+    });
+    let store = support::audit::TestStore::sqlite();
+    let toml = with_audit(
+        &with_server(&config(&m, ""), "max_in_flight = 1"),
+        &store.url(),
+        "",
+    );
+    let gw = Gateway::start(&toml).await;
+    let url = gw.url("/v1/chat/completions");
+    let slow = tokio::spawn(async move {
+        client()
+            .post(url)
+            .json(&chat_body(false))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    while user_requests(&m[0]) == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 503);
+    let id = header(&resp, "x-switchyard-request-id");
+    assert_eq!(slow.await.unwrap(), 200);
+    gw.stop().await;
+    let records = store.all().await;
+    let refused = records
+        .iter()
+        .find(|r| r.request_id == id)
+        .expect("the refused request's record");
+    assert_eq!(refused.status, 503);
+    assert!(refused.path.is_empty());
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("max_in_flight"),
+        "{refused:?}"
+    );
+    assert_eq!(records.len(), 2, "the served one and the refused one");
+    store.cleanup().await;
+}

@@ -73,6 +73,8 @@ pub(super) struct Gate {
     in_flight: AtomicUsize,
     counters: LimitCounters,
     shared: Arc<Shared>,
+    /// The audit log, once its writer runs: a request refused for `max_in_flight` is recorded.
+    audit: std::sync::OnceLock<crate::audit::Audit>,
 }
 
 impl Gate {
@@ -87,7 +89,26 @@ impl Gate {
             in_flight: AtomicUsize::new(0),
             counters: shared.limits.clone(),
             shared,
+            audit: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Record refusals in `audit` from now on (set once: the first call wins).
+    pub(super) fn set_audit(&self, audit: &crate::audit::Audit) {
+        let _ = self.audit.set(audit.clone());
+    }
+
+    /// The audit record of a request refused for `max_in_flight`: no route (its body was not
+    /// read), no attempt.
+    fn record_refusal(&self, id: &str, message: &str) {
+        let Some(audit) = self.audit.get().filter(|a| a.enabled()) else {
+            return;
+        };
+        let time = crate::request_id::time_ms(id).unwrap_or_else(crate::clock::wall_ms_i64);
+        let mut record = crate::audit::AuditRecord::new(id.to_owned(), time, String::new());
+        record.status = StatusCode::SERVICE_UNAVAILABLE.as_u16();
+        record.error = Some(message.to_owned());
+        audit.submit(record);
     }
 
     /// Take a place for one more connection, if there is one.
@@ -424,7 +445,10 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
         if let Some(dialect) = client_api(req.uri().path()) {
             if !gate.admit() {
                 bump(&gate.counters.max_in_flight);
-                return Routed::Refused(Some((overloaded(dialect, gate.max_in_flight), done)));
+                let id = crate::request_id::new();
+                let resp = overloaded(dialect, gate.max_in_flight, &id);
+                gate.record_refusal(&id, OVERLOADED);
+                return Routed::Refused(Some((resp, done)));
             }
             done.in_flight = true;
         }
@@ -434,8 +458,11 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
     }
 }
 
-/// The 503 for a request over `max_in_flight`, in the client's dialect.
-fn overloaded(dialect: Dialect, max: usize) -> Response {
+/// The audit record's error for a request over `max_in_flight`.
+const OVERLOADED: &str = "refused: the gateway was at its max_in_flight";
+
+/// The 503 for a request over `max_in_flight`, in the client's dialect, under request `id`.
+fn overloaded(dialect: Dialect, max: usize, id: &str) -> Response {
     let message = format!(
         "the gateway is at its max_in_flight ({max} requests); retry after {RETRY_AFTER_SECS} s"
     );
@@ -452,7 +479,7 @@ fn overloaded(dialect: Dialect, max: usize) -> Response {
         HeaderValue::from_static(RETRY_AFTER_SECS),
     );
     h.insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
-    if let Ok(id) = HeaderValue::from_str(&crate::request_id::new()) {
+    if let Ok(id) = HeaderValue::from_str(id) {
         h.insert(headers::REQUEST_ID, id);
     }
     resp
