@@ -25,18 +25,10 @@ const PRUNE_CHUNK: u64 = 10_000;
 
 impl From<tokio_postgres::Error> for AuditError {
     fn from(e: tokio_postgres::Error) -> Self {
-        // tokio-postgres' Display is terse ("db error"); the server's message is in the source.
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            text = format!("{text}: {s}");
-            source = s.source();
+        match crate::db::postgres_error(&e) {
+            (text, true) => AuditError::Invalid(text),
+            (text, false) => AuditError::Postgres(text),
         }
-        // A data exception (class 22: a value the server cannot take) fails every retry alike.
-        if e.code().is_some_and(|c| c.code().starts_with("22")) {
-            return AuditError::Invalid(text);
-        }
-        AuditError::Postgres(text)
     }
 }
 
@@ -232,7 +224,7 @@ async fn insert(conn: &mut Conn, chunks: &[Chunk]) -> Result<(), AuditError> {
 /// Apply the migrations this database has not seen, in one transaction, under an advisory lock
 /// so replicas starting together do not race.
 async fn migrate(client: &mut Client) -> Result<(), AuditError> {
-    Ok(crate::migrate::postgres(client, &super::schema::SCHEMA).await?)
+    Ok(crate::db::postgres(client, &super::schema::SCHEMA).await?)
 }
 
 async fn deadline<T>(

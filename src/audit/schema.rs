@@ -156,8 +156,8 @@ impl Row {
     }
 }
 
-/// This schema, for [`crate::migrate`].
-pub(crate) const SCHEMA: crate::migrate::Schema = crate::migrate::Schema {
+/// This schema, for [`crate::db`].
+pub(crate) const SCHEMA: crate::db::Schema = crate::db::Schema {
     label: "audit log",
     version_table: "audit_schema_version",
     create_version_table: VERSION_TABLE,

@@ -132,14 +132,7 @@ impl SqliteStore {
                 "DELETE FROM audit_records WHERE id IN \
                  (SELECT id FROM audit_records WHERE time_ms < ?1 LIMIT {PRUNE_CHUNK})"
             );
-            let mut total = 0u64;
-            loop {
-                let n = conn.execute(&sql, [before_ms])?;
-                total += n as u64;
-                if n < PRUNE_CHUNK {
-                    return Ok(total);
-                }
-            }
+            Ok(crate::db::prune_sqlite(conn, &sql, PRUNE_CHUNK, before_ms)?)
         })
         .await
     }
@@ -191,7 +184,7 @@ impl SqliteStore {
 
 /// Apply the migrations this database has not seen, in one transaction.
 fn migrate(conn: &mut Connection) -> Result<(), AuditError> {
-    Ok(crate::migrate::sqlite(conn, &super::schema::SCHEMA)?)
+    Ok(crate::db::sqlite(conn, &super::schema::SCHEMA)?)
 }
 
 async fn blocking<T: Send + 'static>(

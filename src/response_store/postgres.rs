@@ -24,18 +24,10 @@ const ROWS_PER_INSERT: usize = 100;
 
 impl From<tokio_postgres::Error> for ResponseStoreError {
     fn from(e: tokio_postgres::Error) -> Self {
-        // tokio-postgres' Display is terse ("db error"); the server's message is in the source.
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            text = format!("{text}: {s}");
-            source = s.source();
+        match crate::db::postgres_error(&e) {
+            (text, true) => ResponseStoreError::Invalid(text),
+            (text, false) => ResponseStoreError::Postgres(text),
         }
-        // A data exception (class 22: a value the server cannot take) fails every retry alike.
-        if e.code().is_some_and(|c| c.code().starts_with("22")) {
-            return ResponseStoreError::Invalid(text);
-        }
-        ResponseStoreError::Postgres(text)
     }
 }
 
@@ -309,7 +301,7 @@ impl Reader {
 /// Apply the migrations this database has not seen, in one transaction, under an advisory lock
 /// so replicas starting together do not race.
 async fn migrate(client: &mut Client) -> Result<(), ResponseStoreError> {
-    Ok(crate::migrate::postgres(client, &super::schema::SCHEMA).await?)
+    Ok(crate::db::postgres(client, &super::schema::SCHEMA).await?)
 }
 
 async fn deadline<T>(

@@ -74,8 +74,8 @@ pub(super) fn insert_sql(rows: usize, placeholder: fn(usize) -> String) -> Strin
     )
 }
 
-/// This schema, for [`crate::migrate`].
-pub(super) const SCHEMA: crate::migrate::Schema = crate::migrate::Schema {
+/// This schema, for [`crate::db`].
+pub(super) const SCHEMA: crate::db::Schema = crate::db::Schema {
     label: "responses store",
     version_table: "responses_schema_version",
     create_version_table: VERSION_TABLE,

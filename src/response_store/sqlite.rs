@@ -139,14 +139,7 @@ impl Sqlite {
                 "DELETE FROM responses WHERE rowid IN \
                  (SELECT rowid FROM responses WHERE created_ms < ?1 LIMIT {PRUNE_CHUNK})"
             );
-            let mut total = 0u64;
-            loop {
-                let n = conn.execute(&sql, [before_ms])?;
-                total += n as u64;
-                if n < PRUNE_CHUNK {
-                    return Ok(total);
-                }
-            }
+            Ok(crate::db::prune_sqlite(conn, &sql, PRUNE_CHUNK, before_ms)?)
         })
         .await
     }
@@ -154,7 +147,7 @@ impl Sqlite {
 
 /// Apply the migrations this database has not seen, in one transaction.
 fn migrate(conn: &mut Connection) -> Result<(), ResponseStoreError> {
-    Ok(crate::migrate::sqlite(conn, &super::schema::SCHEMA)?)
+    Ok(crate::db::sqlite(conn, &super::schema::SCHEMA)?)
 }
 
 async fn blocking<T: Send + 'static>(

@@ -1,7 +1,7 @@
-//! Schema migrations for the databases the gateway writes (the audit log, the response store):
-//! each keeps a version table and a list of numbered migrations per database kind, applied in
-//! one transaction (PostgreSQL: under an advisory lock, so replicas starting together do not
-//! race).
+//! What the gateway's two databases (the audit log, the response store) share: schema
+//! migrations (each schema keeps a version table and numbered migrations per database kind,
+//! applied in one transaction; PostgreSQL's under an advisory lock, so replicas starting
+//! together do not race), deletes in chunks, and PostgreSQL's error text.
 
 /// One schema: its version table and migrations.
 pub(crate) struct Schema {
@@ -70,4 +70,36 @@ pub(crate) async fn postgres(
         tracing::info!(version, "{}: postgres schema migrated", schema.label);
     }
     tx.commit().await
+}
+
+/// Runs `sql`, a `DELETE` of at most `chunk` rows taking `before_ms` as its one parameter,
+/// until a run deletes fewer: a prune never holds SQLite's write lock for long. How many went.
+pub(crate) fn prune_sqlite(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    chunk: usize,
+    before_ms: i64,
+) -> rusqlite::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let n = conn.execute(sql, [before_ms])?;
+        total += n as u64;
+        if n < chunk {
+            return Ok(total);
+        }
+    }
+}
+
+/// A tokio-postgres error's whole text (its `Display` is terse, "db error": the server's
+/// message is in its sources), and whether it is a data exception (class 22: a value the
+/// server cannot take, which fails every retry alike).
+pub(crate) fn postgres_error(e: &tokio_postgres::Error) -> (String, bool) {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    let data = e.code().is_some_and(|c| c.code().starts_with("22"));
+    (text, data)
 }
