@@ -8,6 +8,7 @@
 )]
 
 pub mod audit;
+pub mod responses;
 
 use std::net::SocketAddr;
 
