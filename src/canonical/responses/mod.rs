@@ -1,6 +1,7 @@
 //! The OpenAI Responses API (`POST /v1/responses`): requests here (writing in `write.rs`),
 //! responses and errors in `response.rs`, streams in `stream.rs` (reading) and `encode.rs`
-//! (writing), and [`needs_native`] (what only a Responses target can serve) in `native.rs`.
+//! (writing; the events' shapes in `events.rs`), and [`needs_native`] (what only a Responses
+//! target can serve) in `native.rs`.
 //!
 //! Notes on the mapping:
 //! - `instructions` is the first system prompt; `system` and `developer` messages in `input`
@@ -45,6 +46,7 @@ use super::types::{
 use super::Dialect;
 
 mod encode;
+mod events;
 mod native;
 mod response;
 mod stream;
