@@ -115,6 +115,8 @@ struct Background {
     /// Started here (and so shut down here).
     responses: Option<ResponseStore>,
     prober: tokio::task::JoinHandle<()>,
+    /// Recomputes adaptive routes' shares.
+    shares: tokio::task::JoinHandle<()>,
     cluster: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -142,6 +144,7 @@ impl Background {
             audit_writer,
             responses,
             prober: tokio::spawn(probe::run(state.routing.clone())),
+            shares: tokio::spawn(crate::routing::select::run::run(state.routing.clone())),
             cluster: state
                 .cluster
                 .clone()
@@ -153,6 +156,7 @@ impl Background {
     /// store (together: each may wait on its own database).
     async fn stop(self) {
         self.prober.abort();
+        self.shares.abort();
         if let Some(sync) = self.cluster {
             sync.abort();
         }

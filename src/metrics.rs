@@ -27,6 +27,7 @@ pub mod names {
     pub const CLUSTER_SYNC_FAILURES: &str = "switchyard_cluster_sync_failures_total";
     pub const LIMITS: &str = "switchyard_limits_total";
     pub const RESPONSES_STORE: &str = "switchyard_responses_store_total";
+    pub const TARGET_SHARE: &str = "switchyard_target_share";
 }
 
 /// The `limit` label of [`names::LIMITS`]: which bound acted. One series per value, made at
@@ -145,6 +146,10 @@ fn help(name: &str) -> (&'static str, &'static str) {
             "counter",
             "Times a bound on what a client or upstream controls acted, by limit.",
         ),
+        names::TARGET_SHARE => (
+            "gauge",
+            "Share of a weighted or adaptive route's new requests that start on the target.",
+        ),
         names::RESPONSES_STORE => (
             "counter",
             "Responses API responses the gateway's store wrote or did not, by outcome.",
@@ -184,6 +189,8 @@ impl AtomicHistogram {
 enum Series {
     Counter(Arc<AtomicU64>),
     Gauge(Arc<AtomicI64>),
+    /// A gauge with a fractional value: an `f64`'s bits.
+    Ratio(Arc<AtomicU64>),
     Histogram(Arc<AtomicHistogram>),
 }
 
@@ -233,6 +240,14 @@ impl Registry {
         }
     }
 
+    /// The fractional gauge for these labels: store `f64::to_bits` in it.
+    pub fn ratio(&self, name: &'static str, pairs: &[(&'static str, &str)]) -> Arc<AtomicU64> {
+        match self.get(name, pairs, || Series::Ratio(Arc::default())) {
+            Series::Ratio(g) => g,
+            _ => Arc::default(),
+        }
+    }
+
     /// The histogram for these labels.
     pub fn histogram(
         &self,
@@ -268,6 +283,10 @@ impl Registry {
                 }
                 Series::Gauge(g) => {
                     let _ = writeln!(out, "{name}{l} {}", g.load(Ordering::Relaxed));
+                }
+                Series::Ratio(g) => {
+                    let v = f64::from_bits(g.load(Ordering::Relaxed));
+                    let _ = writeln!(out, "{name}{l} {v}");
                 }
                 Series::Histogram(h) => {
                     let mut cumulative = 0;

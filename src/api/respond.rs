@@ -101,6 +101,8 @@ pub(super) struct Edge {
     pub failover: bool,
     pub timeout: Option<std::time::Duration>,
     pub body: Bytes,
+    /// `x-switchyard-session`, when sent.
+    pub session: Option<HeaderValue>,
 }
 
 impl Edge {
@@ -138,6 +140,7 @@ impl Edge {
             failover,
             timeout,
             body,
+            session: h.get(crate::wire::session::HEADER).cloned(),
         })
     }
 }
@@ -241,6 +244,15 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         );
         return refused(err.into_dialect_response(dialect));
     };
+    // Read only where a route keeps conversations on one target: it costs a look at the body.
+    let session = route.selection.affinity.then(|| {
+        crate::wire::session::session(
+            edge.session.as_ref(),
+            dialect,
+            &edge.body,
+            chat.messages_json(),
+        )
+    });
     let req = Request {
         id: id.to_owned(),
         chat,
@@ -248,6 +260,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         timeout: edge.timeout,
         canonical: Arc::new(canonical),
         client,
+        session: session.flatten(),
     };
     // A client that goes away drops this future mid-dispatch: the guard still files a record.
     let mut guard = Abandoned {

@@ -99,6 +99,11 @@ pub struct AuditAttempt {
     /// Mid-stream continuation: characters of the answer this attempt was asked to continue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_chars: Option<u64>,
+    /// Why the attempt went to its target: `priority`, `share`, `affinity` (the first attempt),
+    /// `retry`, `failover`, `hedge`, `continuation` (see `routing::select::Picked`); none for
+    /// a target passed over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub picked: Option<String>,
 }
 
 /// One client request, as the audit log keeps it.

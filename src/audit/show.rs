@@ -120,6 +120,7 @@ mod tests {
             outcome: outcome.into(),
             status,
             carried_chars: None,
+            picked: None,
         }
     }
 

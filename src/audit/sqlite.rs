@@ -230,6 +230,7 @@ mod tests {
                 outcome: "status".into(),
                 status: Some(503),
                 carried_chars: None,
+                picked: None,
             }],
             request_body: None,
             response_body: Some("{}".into()),

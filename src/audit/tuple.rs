@@ -110,6 +110,10 @@ fn path_json(out: &mut Vec<u8>, path: &[AuditAttempt]) {
             out.extend_from_slice(b",\"carried_chars\":");
             decimal(out, n);
         }
+        if let Some(p) = &a.picked {
+            out.extend_from_slice(b",\"picked\":");
+            json_str(out, p);
+        }
         out.push(b'}');
     }
     out.push(b']');
@@ -351,6 +355,7 @@ mod tests {
                 outcome: "ok".into(),
                 status: Some(200),
                 carried_chars: None,
+                picked: None,
             }],
             request_body: None,
             response_body: Some("{}".into()),
@@ -407,6 +412,7 @@ mod tests {
             outcome: "status".into(),
             status,
             carried_chars,
+            picked: None,
         };
         let path = vec![
             attempt(

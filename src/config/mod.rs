@@ -29,8 +29,8 @@ pub use global::{
     ResponsesStore, DEFAULT_RESPONSES_MAX_BYTES,
 };
 pub use policy::{
-    BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy, HedgeDelay, HedgePolicy, MidStream,
-    OnOverflow, RetryBudgetPolicy,
+    AdaptivePolicy, Affinity, BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy,
+    HedgeDelay, HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
 };
 
 /// The resolved, validated configuration. Built only by [`Config::load`] / [`Config::from_toml`].
@@ -177,6 +177,23 @@ pub struct TargetConfig {
 pub enum Strategy {
     /// Targets in file order; the next one only when the previous failed or is held open.
     Priority,
+    /// Each request's first target drawn by the targets' static `weight`s; failover and
+    /// hedges in the order of the same draw.
+    Weighted,
+    /// Like `Weighted`, over shares recomputed every `adaptive.interval` from each target's
+    /// live SLIs, its weight the prior.
+    Adaptive,
+}
+
+impl Strategy {
+    /// The name used in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Priority => "priority",
+            Strategy::Weighted => "weighted",
+            Strategy::Adaptive => "adaptive",
+        }
+    }
 }
 
 /// A public model name with its ordered targets and policy.
@@ -198,6 +215,15 @@ pub struct RouteConfig {
     pub retry_budget: RetryBudgetPolicy,
     /// `[routes.context]`
     pub context: ContextPolicy,
+    /// Each target's `weight` (default 1), by target position: the split of `weighted`, the
+    /// prior of `adaptive`.
+    pub weights: Vec<f64>,
+    /// Each target's `price`, blended (three input tokens to one output token), US dollars per
+    /// million tokens, by target position: `adaptive` favours the cheaper of equally healthy
+    /// targets.
+    pub prices: Vec<Option<f64>>,
+    /// `[routes.adaptive]`
+    pub adaptive: AdaptivePolicy,
 }
 
 /// A configuration error: the key path, what is wrong, and a hint.

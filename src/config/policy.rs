@@ -1,5 +1,5 @@
 //! A route's resilience policy: `[routes.failover]`, `[routes.breaker]`, `[routes.hedge]`,
-//! `[routes.retry_budget]` and `[routes.context]`.
+//! `[routes.retry_budget]`, `[routes.context]` and `[routes.adaptive]`.
 //!
 //! The `Default` impls are the built-in defaults from the product contract (docs/CONTRACT.md), used for
 //! every key that neither the route nor `[defaults]` sets.
@@ -188,6 +188,42 @@ impl Default for ContextPolicy {
     fn default() -> Self {
         ContextPolicy {
             on_overflow: OnOverflow::TrimOldest,
+        }
+    }
+}
+
+/// Whether a weighted or adaptive route keeps one conversation on one target
+/// (`adaptive.affinity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Affinity {
+    /// A conversation's requests go to the target its session key hashes to among the shares,
+    /// while that target stays eligible (`"session"`).
+    Session,
+    /// Every request draws its target from the shares (`"off"`).
+    Off,
+}
+
+/// `[routes.adaptive]`: how a weighted or adaptive route shares its traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptivePolicy {
+    /// Every healthy target of an adaptive route keeps at least this share, so it stays
+    /// measured (and can win its traffic back).
+    pub floor: f64,
+    /// Shares are recomputed this often, off the request path.
+    pub interval: Duration,
+    /// A share moves at most this much per interval (a breaker that opens takes its target's
+    /// share away at once).
+    pub max_step: f64,
+    pub affinity: Affinity,
+}
+
+impl Default for AdaptivePolicy {
+    fn default() -> Self {
+        AdaptivePolicy {
+            floor: 0.02,
+            interval: Duration::from_secs(5),
+            max_step: 0.20,
+            affinity: Affinity::Session,
         }
     }
 }

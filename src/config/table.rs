@@ -4,7 +4,9 @@
 
 use std::fmt::Write;
 
-use super::{format_duration, redact_url, Config, HedgeDelay, MidStream, RouteConfig};
+use super::{
+    format_duration, redact_url, Affinity, Config, HedgeDelay, MidStream, RouteConfig, Strategy,
+};
 
 /// Render the routing table of `config`.
 pub(super) fn routing_table(config: &Config) -> String {
@@ -39,7 +41,30 @@ fn write_route(out: &mut String, route: &RouteConfig) {
         "off".to_owned()
     };
     // Writing to a String cannot fail.
-    let _ = writeln!(out, "route {} (strategy priority)", route.name);
+    let _ = writeln!(
+        out,
+        "route {} (strategy {})",
+        route.name,
+        route.strategy.as_str()
+    );
+    if route.strategy != Strategy::Priority {
+        let a = &route.adaptive;
+        let affinity = match a.affinity {
+            Affinity::Session => "session",
+            Affinity::Off => "off",
+        };
+        if route.strategy == Strategy::Adaptive {
+            let _ = writeln!(
+                out,
+                "  adaptive: floor {:.2}, interval {}, max_step {:.2}, affinity {affinity}",
+                a.floor,
+                format_duration(a.interval),
+                a.max_step
+            );
+        } else {
+            let _ = writeln!(out, "  weighted: affinity {affinity}");
+        }
+    }
     let _ = writeln!(
         out,
         "  failover: max_attempts {}, attempt_timeout {}, first_token_timeout {}, idle_timeout {}, request_timeout {}, mid_stream {mid_stream}",
@@ -61,18 +86,31 @@ fn write_route(out: &mut String, route: &RouteConfig) {
         format_duration(b.open_for_max),
     );
 
-    let header = ["#", "target", "kind", "base_url", "context_window"];
-    let rows: Vec<[String; 5]> = route
+    let header = [
+        "#",
+        "target",
+        "kind",
+        "base_url",
+        "context_window",
+        "weight",
+    ];
+    let weighted = route.strategy != Strategy::Priority;
+    let rows: Vec<[String; 6]> = route
         .targets
         .iter()
         .enumerate()
         .map(|(n, t)| {
+            let weight = match route.weights.get(n) {
+                Some(w) if weighted => format!("{w}"),
+                _ => "-".to_owned(),
+            };
             [
                 (n + 1).to_string(),
                 t.id.clone(),
                 t.provider.kind.as_str().to_owned(),
                 redact_url(&t.provider.base_url),
                 t.context_window.map_or("-".to_owned(), |w| w.to_string()),
+                weight,
             ]
         })
         .collect();

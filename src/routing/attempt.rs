@@ -147,6 +147,11 @@ async fn send_to(
         .await
         .map_err(|e| send_error(&e))?;
     let status = resp.status();
+    if target.watch_limits {
+        if let Some(share) = super::select::limits::headroom(resp.headers()) {
+            target.health.set_headroom(share);
+        }
+    }
     if status.is_success() {
         return Ok(resp);
     }

@@ -18,6 +18,7 @@ use super::body::fitted_body;
 use super::classify::{AttemptError, NextStep};
 use super::path::{Attempt, AttemptOutcome};
 use super::pick::{pick_target, Cursor, Pick};
+use super::select::Picked;
 use super::Route;
 use crate::canonical::ErrorClass;
 use crate::wire::sse::encode_data;
@@ -50,6 +51,8 @@ pub struct Continuation {
     pub canonical: Arc<Canonical>,
     /// Targets (indices into the route) that have streamed this answer so far.
     pub tried: Vec<usize>,
+    /// The request's order of the targets (indices into the route): continuations follow it.
+    pub order: Arc<[usize]>,
     pub splicer: Splicer,
 }
 
@@ -93,10 +96,25 @@ impl Continuation {
             if now >= deadline {
                 return None;
             }
-            let pick = pick_target(&route, &cursor, 0, &excluded, now, &mut passed_over, false);
-            let Some(Pick::Now(idx)) = pick else {
+            // The request's order, with what it tried or passed over taken out by position.
+            let busy: Vec<usize> = (self.order.iter().enumerate())
+                .filter(|(_, i)| excluded.contains(i))
+                .map(|(pos, _)| pos)
+                .collect();
+            let pick = pick_target(
+                &route,
+                &self.order,
+                &cursor,
+                0,
+                &busy,
+                now,
+                &mut passed_over,
+                false,
+            );
+            let Some(Pick::Now(pos)) = pick else {
                 return None;
             };
+            let idx = self.order[pos];
             let target = &route.targets[idx];
             excluded.push(idx);
             if !route.budget.try_withdraw(now) {
@@ -167,6 +185,7 @@ impl Continuation {
                             outcome: AttemptOutcome::PrefillRejected,
                             status: Some(400),
                             carried_chars: Some(sent.len()),
+                            picked: Some(Picked::Continuation),
                         });
                         prefill = false;
                     }
@@ -184,6 +203,7 @@ impl Continuation {
                             outcome: e.outcome(),
                             status: e.status().map(|s| s.as_u16()),
                             carried_chars: Some(sent.len()),
+                            picked: Some(Picked::Continuation),
                         });
                         tracing::warn!(target = %target.id(), kind = e.kind(), "continuation attempt failed");
                         break;

@@ -2,7 +2,7 @@
 //! its SLIs and its metric handles. One short lock per attempt; transitions are logged and
 //! counted here, so callers only report outcomes.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -39,7 +39,39 @@ struct Inner {
     /// When (wall time, ms) this replica last decided a state itself: a state decided
     /// elsewhere before that is stale here and not taken over.
     decided_at: u64,
+    /// Kept only for a target of an adaptive route ([`Health::watch`]).
+    signals: Option<Box<Signals>>,
 }
+
+/// What adaptive selection reads of a target: its attempts and latencies since it was first
+/// watched. A reader keeps its last read and takes the difference.
+#[derive(Debug, Clone)]
+pub struct Signals {
+    pub ok: u64,
+    pub failed: u64,
+    /// Full answers' latency, microseconds.
+    pub latency: hdrhistogram::Histogram<u64>,
+    /// Streams' time to first content, microseconds.
+    pub ttft: hdrhistogram::Histogram<u64>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        Signals {
+            ok: 0,
+            failed: 0,
+            latency: crate::stats::histogram(),
+            ttft: crate::stats::histogram(),
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).clamp(1, crate::stats::MAX_MICROS)
+}
+
+/// No rate-limit headroom reported yet.
+const NO_HEADROOM: u64 = u64::MAX;
 
 /// How long a computed hedge delay is reused.
 const HEDGE_CACHE_FOR: Duration = Duration::from_secs(1);
@@ -56,6 +88,9 @@ pub struct Health {
     events: Arc<Events>,
     /// Wakes the cluster sync when there is a state to publish.
     publish: Arc<Notify>,
+    /// The lowest remaining/limit share of the provider's rate-limit headers in the last
+    /// answer that had them (`f64` bits), [`NO_HEADROOM`] before one did.
+    headroom: AtomicU64,
 }
 
 /// What the cluster sync takes from a target at each round.
@@ -95,6 +130,7 @@ impl Health {
                 hedge_cache: None,
                 unpublished: None,
                 decided_at: 0,
+                signals: None,
             }),
             state_gauge: registry.gauge(names::BREAKER_STATE, &target),
             upstream_ok: registry.histogram(
@@ -109,7 +145,38 @@ impl Health {
             registry,
             events,
             publish,
+            headroom: AtomicU64::new(NO_HEADROOM),
         }
+    }
+
+    /// Keep [`Signals`] from now on (a route that reads them names this target).
+    pub fn watch(&self) {
+        let mut inner = self.lock();
+        if inner.signals.is_none() {
+            inner.signals = Some(Box::new(Signals::new()));
+        }
+    }
+
+    /// The signals so far, if watched.
+    pub fn signals(&self) -> Option<Signals> {
+        self.lock().signals.as_deref().cloned()
+    }
+
+    /// An answer reported `share` of its rate limit remaining.
+    pub fn set_headroom(&self, share: f64) {
+        self.headroom.store(share.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The headroom the last answer that had rate-limit headers reported, if any did.
+    pub fn headroom(&self) -> Option<f64> {
+        let bits = self.headroom.load(Ordering::Relaxed);
+        (bits != NO_HEADROOM).then(|| f64::from_bits(bits))
+    }
+
+    /// The share of user traffic the breaker admits now: 0 open or half-open, below 1 while
+    /// it ramps a recovered target back in.
+    pub fn traffic_share(&self, now: Instant) -> f64 {
+        self.lock().breaker.snapshot(now).traffic_share
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -194,10 +261,19 @@ impl Health {
                 Verdict::Neutral => None,
                 Verdict::Ok => {
                     inner.sli.attempt(now, true, latency.then_some(elapsed));
+                    if let Some(s) = inner.signals.as_deref_mut() {
+                        s.ok += 1;
+                        if latency {
+                            s.latency.saturating_record(micros(elapsed));
+                        }
+                    }
                     inner.breaker.record(now, false)
                 }
                 Verdict::Failed => {
                     inner.sli.attempt(now, false, None);
+                    if let Some(s) = inner.signals.as_deref_mut() {
+                        s.failed += 1;
+                    }
                     inner.breaker.record(now, true)
                 }
             };
@@ -214,7 +290,12 @@ impl Health {
 
     /// A stream attempt's time to first content.
     pub fn first_token(&self, now: Instant, ttft: Duration) {
-        self.lock().sli.first_token(now, ttft);
+        let mut inner = self.lock();
+        inner.sli.first_token(now, ttft);
+        if let Some(s) = inner.signals.as_deref_mut() {
+            s.ttft.saturating_record(micros(ttft));
+        }
+        drop(inner);
         self.ttft.observe(ttft);
     }
 

@@ -15,6 +15,7 @@ use super::continuation::{Continuation, Mode, Splicer};
 use super::health::Verdict;
 use super::relay::{relay, RelayContext};
 use super::request::{Answer, Request};
+use super::select::Picked;
 use super::Route;
 use crate::clock::after;
 use crate::config::MidStream;
@@ -23,24 +24,39 @@ use crate::config::MidStream;
 pub(super) struct Done {
     /// Which launch this was (its position in launch order).
     pub(super) seq: usize,
-    pub(super) idx: usize,
-    pub(super) start: Instant,
     pub(super) hedge: bool,
     /// Turns dropped to fit the target's context window.
     pub(super) turns_dropped: usize,
     pub(super) result: Result<Answer, AttemptError>,
 }
 
-/// Start one attempt on target `idx`, bounded by `deadline`.
+/// One attempt to start: on which target, and why.
+pub(super) struct Launched {
+    /// Which launch this is (its position in launch order).
+    pub(super) seq: usize,
+    /// The target, by index in the route.
+    pub(super) idx: usize,
+    pub(super) hedge: bool,
+    pub(super) picked: Picked,
+    /// The request's order of the targets, for a continuation.
+    pub(super) order: Arc<[usize]>,
+}
+
+/// Start one attempt, bounded by `deadline`.
 pub(super) fn launch<'a>(
     route: &'a Arc<Route>,
     req: &'a Request,
     started: Instant,
-    seq: usize,
-    idx: usize,
-    hedge: bool,
+    what: Launched,
     deadline: Instant,
 ) -> BoxFuture<'a, Done> {
+    let Launched {
+        seq,
+        idx,
+        hedge,
+        picked,
+        order,
+    } = what;
     async move {
         let policy = &route.config.failover;
         let target = &route.targets[idx];
@@ -54,8 +70,6 @@ pub(super) fn launch<'a>(
                 Err(e) => {
                     return Done {
                         seq,
-                        idx,
-                        start,
                         hedge,
                         turns_dropped: 0,
                         result: Err(e),
@@ -88,6 +102,7 @@ pub(super) fn launch<'a>(
                     chat: req.chat.clone(),
                     canonical: req.canonical.clone(),
                     tried: vec![idx],
+                    order,
                     splicer: Splicer {
                         mode: Mode::Original,
                     },
@@ -96,6 +111,7 @@ pub(super) fn launch<'a>(
                     request_id: req.id.clone(),
                     route: route.clone(),
                     target_idx: idx,
+                    picked,
                     attempt_start: start,
                     request_start: started,
                     deadline,
@@ -123,8 +139,6 @@ pub(super) fn launch<'a>(
         };
         Done {
             seq,
-            idx,
-            start,
             hedge,
             turns_dropped,
             result,

@@ -34,6 +34,7 @@ pub mod probe;
 mod race;
 pub mod relay;
 pub mod request;
+pub mod select;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +62,8 @@ pub struct Shared {
     health: Mutex<HashMap<String, Arc<Health>>>,
     budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
     target_budgets: Mutex<HashMap<String, Arc<RetryBudget>>>,
+    /// Adaptive routes' tracks, by route name.
+    adaptive: Mutex<HashMap<String, Arc<select::Adaptive>>>,
     /// Woken when a breaker has a state for the cluster (`[cluster]`).
     pub publish: Arc<tokio::sync::Notify>,
     /// Every secret a config of this process has named: a key removed by a reload stays
@@ -88,6 +91,7 @@ impl Shared {
             health: Mutex::default(),
             budgets: Mutex::default(),
             target_budgets: Mutex::default(),
+            adaptive: Mutex::default(),
             publish: Arc::default(),
             secrets: Mutex::default(),
             max_response_body,
@@ -147,6 +151,8 @@ pub struct Route {
     pub events: Arc<Events>,
     /// The table's redactor ([`Routing::redactor`]), for this route's error answers.
     pub redactor: Arc<Redactor>,
+    /// Which target each request starts on, and the order of the rest.
+    pub selection: select::Selection,
     /// `requests_total` handles: one row per target, then one for "none", by
     /// [`RequestOutcome::index`].
     requests: Vec<[Arc<AtomicU64>; 4]>,
@@ -298,6 +304,8 @@ pub struct Target {
     pub max_response_body: usize,
     /// `switchyard_limits_total`, by limit.
     pub limits: LimitCounters,
+    /// An adaptive route names this target: its answers' rate-limit headers are read.
+    pub watch_limits: bool,
     origin: Instant,
     /// Milliseconds after `origin` until which a 429's `Retry-After` parks this target; 0: never.
     parked_until_ms: AtomicU64,
@@ -365,6 +373,10 @@ impl Routing {
         let mut routes = HashMap::new();
         let origin = Instant::now();
         let redactor = Arc::new(shared.redactor(&config));
+        let watched: Vec<&str> = (config.routes.iter())
+            .filter(|r| r.strategy == crate::config::Strategy::Adaptive)
+            .flat_map(|r| r.targets.iter().map(|t| t.id.as_str()))
+            .collect();
         for route in &config.routes {
             let mut resolved = Vec::with_capacity(route.targets.len());
             for t in &route.targets {
@@ -390,6 +402,10 @@ impl Routing {
                     )
                 });
                 health.set_policy(route.breaker.clone());
+                let watch_limits = watched.contains(&t.id.as_str());
+                if watch_limits {
+                    health.watch();
+                }
                 // And the retry budget policy of that route.
                 let budget = reuse(&shared.target_budgets, &t.id, || {
                     RetryBudget::new(route.retry_budget.clone())
@@ -410,6 +426,7 @@ impl Routing {
                     probe_timeout: route.failover.attempt_timeout.min(Duration::from_secs(10)),
                     max_response_body: shared.max_response_body,
                     limits: shared.limits.clone(),
+                    watch_limits,
                     origin,
                     parked_until_ms: AtomicU64::new(0),
                 });
@@ -468,6 +485,20 @@ impl Routing {
                 .iter()
                 .map(|_| resolved.iter().map(|_| SkipNote::default()).collect())
                 .collect();
+            let kept = shared
+                .adaptive
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&route.name)
+                .cloned();
+            let selection = select::Selection::new(route, m, kept);
+            if let Some(a) = &selection.adaptive {
+                let mut map = shared
+                    .adaptive
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                map.insert(route.name.clone(), a.clone());
+            }
             routes.insert(
                 route.name.clone(),
                 Arc::new(Route {
@@ -478,6 +509,7 @@ impl Routing {
                     metrics: m.clone(),
                     events: shared.events.clone(),
                     redactor: redactor.clone(),
+                    selection,
                     requests: rows,
                     duration: m.histogram(names::REQUEST_DURATION, &[("route", &route.name)]),
                     breaker_open,
@@ -498,6 +530,11 @@ impl Routing {
     /// The route clients reach with `model`.
     pub fn route(&self, name: &str) -> Option<&Arc<Route>> {
         self.routes.get(name)
+    }
+
+    /// Every route, in no particular order.
+    pub fn routes(&self) -> impl Iterator<Item = &Arc<Route>> {
+        self.routes.values()
     }
 
     /// Route names in config order.

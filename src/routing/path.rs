@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::select::Picked;
 use super::Target;
 use crate::audit::{millis, AuditAttempt};
 
@@ -97,6 +98,8 @@ pub struct Attempt {
     pub status: Option<u16>,
     /// Mid-stream continuation: characters of the answer this call was asked to continue.
     pub carried_chars: Option<usize>,
+    /// Why it went to its target; `None` for a target passed over.
+    pub picked: Option<Picked>,
 }
 
 impl Attempt {
@@ -109,6 +112,7 @@ impl Attempt {
             outcome,
             status: None,
             carried_chars: None,
+            picked: None,
         }
     }
 
@@ -121,6 +125,7 @@ impl Attempt {
             outcome: self.outcome.label().to_owned(),
             status: self.status,
             carried_chars: self.carried_chars.map(|c| c as u64),
+            picked: self.picked.map(|p| p.label().to_owned()),
         }
     }
 }

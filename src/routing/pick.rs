@@ -12,10 +12,11 @@ use super::{Route, Target};
 /// Base of the jittered pause before a quick same-target retry.
 const QUICK_RETRY_BASE: Duration = Duration::from_millis(50);
 
-/// Where the loop stands between attempts.
+/// Where the loop stands between attempts. Targets are named by their position in the
+/// request's order (see [`super::select`]): a priority route's order is its file order.
 #[derive(Debug)]
 pub struct Cursor<'r> {
-    /// The target the next sequential attempt starts from.
+    /// The position the next sequential attempt starts from.
     pub idx: usize,
     pub quick_retries_left: u32,
     pub not_sent_retry_left: bool,
@@ -38,7 +39,7 @@ impl Cursor<'_> {
         }
     }
 
-    /// Move to target `idx`, resetting the per-target allowances when it is a new one.
+    /// Move to position `idx`, resetting the per-target allowances when it is a new one.
     pub fn move_to(&mut self, idx: usize, same_target_retries: u32) {
         if idx != self.idx {
             self.idx = idx;
@@ -49,22 +50,28 @@ impl Cursor<'_> {
     }
 }
 
-/// The next target to try.
+/// The next target to try, by its position in the request's order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pick {
-    /// Target `idx`, now.
+    /// The target at position `idx`, now.
     Now(usize),
-    /// Only parked targets remain: target `idx` frees up after the wait.
+    /// Only parked targets remain: the one at `idx` frees up after the wait.
     After(usize, Duration),
 }
 
-/// The first usable target at or after `from` that is not in `busy`: its breaker admits the
+/// The first usable target at or after position `from` of `order` (target indices) whose
+/// position is not in `busy`: its breaker admits the
 /// request and no `Retry-After` parks it. When only parked targets remain, the one that frees
 /// up first (if that fits the deadline); when every remaining target's breaker is open, the one
 /// closest to recovery rather than failing without an attempt. Targets passed over for an open
 /// breaker are added to `skipped`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call per attempt, each argument its own"
+)]
 pub fn pick_target(
     route: &Route,
+    order: &[usize],
     cur: &Cursor<'_>,
     from: usize,
     busy: &[usize],
@@ -75,7 +82,8 @@ pub fn pick_target(
     let now = Instant::now();
     let mut soonest_parked: Option<(usize, Duration)> = None;
     let mut closest_open: Option<(usize, Duration)> = None;
-    for (i, t) in route.targets.iter().enumerate().skip(from) {
+    let at = |pos: usize| order.get(pos).and_then(|&i| route.targets.get(i));
+    for (i, t) in (from..order.len()).filter_map(|pos| Some((pos, at(pos)?))) {
         if busy.contains(&i) || cur.too_long_model == Some(t.config.model.as_str()) {
             continue;
         }
@@ -105,7 +113,7 @@ pub fn pick_target(
     if soonest_parked.is_none() && closest_open.is_none() {
         // Nothing left further on: a target this request left for a `Retry-After` is still
         // worth the wait when it fits the deadline.
-        for (i, t) in route.targets.iter().enumerate().take(from) {
+        for (i, t) in (0..from.min(order.len())).filter_map(|pos| Some((pos, at(pos)?))) {
             if let Some(wait) = t.parked_for(now).filter(|_| !busy.contains(&i)) {
                 if soonest_parked.is_none_or(|(_, w)| wait < w) {
                     soonest_parked = Some((i, wait));

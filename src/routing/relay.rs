@@ -24,6 +24,7 @@ use super::attempt::Committed;
 use super::continuation::{count_move, Continuation, Mode};
 use super::health::Verdict;
 use super::path::{Attempt, AttemptOutcome, RequestOutcome};
+use super::select::Picked;
 use super::{Route, Target};
 use crate::canonical::{
     self, anthropic, Dialect, ErrorClass, StreamDecoder, StreamEncoder, StreamEvent,
@@ -48,6 +49,8 @@ pub struct RelayContext {
     pub route: Arc<Route>,
     /// The index in the route of the target that committed.
     pub target_idx: usize,
+    /// Why the committed attempt went to its target.
+    pub picked: Picked,
     pub attempt_start: Instant,
     /// When the client request started.
     pub request_start: Instant,
@@ -122,6 +125,8 @@ struct Relay {
     ctx: RelayContext,
     current: Arc<Target>,
     current_idx: usize,
+    /// Why the current attempt went to its target.
+    picked: Picked,
     attempt_start: Instant,
     carried: usize,
     /// What the client has seen of the answer (kept only when continuation is possible).
@@ -286,6 +291,7 @@ impl Relay {
             outcome,
             status: None,
             carried_chars: Some(self.carried),
+            picked: Some(self.picked),
         });
     }
 
@@ -389,6 +395,7 @@ impl Relay {
             self.ctx.continuation = cont;
             self.current_idx = resumed.idx;
             self.current = self.ctx.route.targets[resumed.idx].clone();
+            self.picked = Picked::Continuation;
             self.attempt_start = resumed.start;
             self.progress_at = resumed.start;
             self.carried = self.sent.len();
@@ -498,6 +505,7 @@ pub fn relay(
         tracker,
         current,
         current_idx: ctx.target_idx,
+        picked: ctx.picked,
         attempt_start: ctx.attempt_start,
         carried: 0,
         sent,

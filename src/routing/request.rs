@@ -30,6 +30,8 @@ pub struct Request {
     pub canonical: Arc<Canonical>,
     /// What targets of the client's own dialect get as the client sent it.
     pub client: ClientWire,
+    /// The conversation it belongs to, when the route keeps sessions on one target.
+    pub session: Option<crate::wire::session::Session>,
 }
 
 /// What the client gets. Each body is in the inner (OpenAI) dialect, or in the client's own

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-pub use rolling::{RollingCounts, RollingHistogram};
+pub use rolling::{histogram, RollingCounts, RollingHistogram, MAX_MICROS};
 
 /// Latency percentiles in milliseconds.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]

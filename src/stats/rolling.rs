@@ -77,13 +77,14 @@ pub struct RollingHistogram {
     merged: Histogram<u64>,
 }
 
-const MAX_MICROS: u64 = 3_600_000_000;
+/// The longest latency recorded (an hour), in microseconds.
+pub const MAX_MICROS: u64 = 3_600_000_000;
 
 #[expect(
     clippy::expect_used,
     reason = "constant bounds that hdrhistogram accepts"
 )]
-fn histogram() -> Histogram<u64> {
+pub fn histogram() -> Histogram<u64> {
     // 1 µs to an hour at 2 significant digits: a few KiB each.
     Histogram::new_with_bounds(1, MAX_MICROS, 2).expect("valid histogram bounds")
 }

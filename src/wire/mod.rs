@@ -11,6 +11,7 @@
 pub mod chat;
 pub mod chunks;
 pub mod client;
+pub mod session;
 pub mod sse;
 pub mod transcode;
 

@@ -32,6 +32,7 @@ struct RouteShape {
     hedge: Option<toml::Value>,
     retry_budget: Option<toml::Value>,
     context: Option<toml::Value>,
+    adaptive: Option<toml::Value>,
 }
 
 /// `[defaults]` with its sections still undecoded (see [`RouteShape`]).
@@ -152,6 +153,7 @@ fn route(value: toml::Value, path: &str, errors: &mut Vec<ConfigError>) -> Optio
         hedge: sub(shape.hedge, path, "hedge", errors),
         retry_budget: sub(shape.retry_budget, path, "retry_budget", errors),
         context: sub(shape.context, path, "context", errors),
+        adaptive: sub(shape.adaptive, path, "adaptive", errors),
     })
 }
 

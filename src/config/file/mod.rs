@@ -69,6 +69,28 @@ pub(super) struct RawRoute {
     pub hedge: Option<RawHedge>,
     pub retry_budget: Option<RawRetryBudget>,
     pub context: Option<RawContext>,
+    pub adaptive: Option<RawAdaptive>,
+}
+
+/// `[routes.adaptive]`: how a weighted or adaptive route shares its traffic.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an adaptive table")]
+pub(super) struct RawAdaptive {
+    pub floor: Option<f64>,
+    pub interval: Option<DurationText>,
+    pub max_step: Option<f64>,
+    pub affinity: Option<String>,
+}
+
+/// A target's `price`: US dollars per million tokens.
+#[derive(Debug, Default, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a price table like { input = 2.5, output = 10.0 } (USD per million tokens)"
+)]
+pub(super) struct RawPrice {
+    pub input: Option<f64>,
+    pub output: Option<f64>,
 }
 
 /// One entry of a route's `targets`.
@@ -83,6 +105,8 @@ pub(super) struct RawTarget {
     pub deployment: Option<String>,
     pub context_window: Option<u32>,
     pub prefill: Option<bool>,
+    pub weight: Option<f64>,
+    pub price: Option<RawPrice>,
 }
 
 /// `[defaults]`: policy sections shared by all routes; a route's own keys win, key by key.

@@ -142,16 +142,9 @@ fn target_rules() {
 fn route_rules() {
     let errs = errors(&two_routes("", "").replace("name = \"b\"", "name = \"a\""));
     error_at(&errs, "routes[1].name", "duplicate route name `a`");
-    let errs = errors(&with_route("strategy = \"weighted\""));
-    let e = error_at(
-        &errs,
-        "routes[0].strategy",
-        "unsupported strategy `weighted`",
-    );
-    assert_eq!(
-        e.hint.as_deref(),
-        Some("only priority is supported in this version")
-    );
+    let errs = errors(&with_route("strategy = \"fastest\""));
+    let e = error_at(&errs, "routes[0].strategy", "unknown strategy `fastest`");
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("adaptive")));
     let errs = errors(&format!(
         "{PROVIDERS}\n[[routes]]\ntargets = [{{ provider = \"openai\", model = \"m\" }}]"
     ));

@@ -1,12 +1,14 @@
 //! Unit tests for the config module: `defaults.rs` checks what a valid file resolves to,
 //! `errors.rs` and `policy_errors.rs` that each mistake is reported at its exact key path with a
-//! hint; `responses.rs` both for `[responses]`.
+//! hint; `responses.rs` both for `[responses]`, `selection.rs` for strategies, weights, prices
+//! and `[routes.adaptive]`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod defaults;
 mod errors;
 mod policy_errors;
 mod responses;
+mod selection;
 
 use super::{Config, ConfigError};
 

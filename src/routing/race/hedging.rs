@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::super::hedge::HedgeOutcome;
 use super::super::launch::Done;
 use super::super::pick::{pick_target, Pick};
+use super::super::select::Picked;
 use super::Race;
 
 impl<'a> Race<'a> {
@@ -20,12 +21,13 @@ impl<'a> Race<'a> {
         if self.running.len() >= self.max_parallel || !self.can_launch() {
             return;
         }
-        let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
+        let busy: Vec<usize> = self.running.iter().map(|r| r.pos).collect();
         let from = busy.iter().max().map_or(self.cur.idx, |m| m + 1);
         let mut passed_over = Vec::new();
         // Never hedge to a target whose breaker is open or that is parked.
         let i = match pick_target(
             route,
+            &self.order,
             &self.cur,
             from,
             &busy,
@@ -33,19 +35,13 @@ impl<'a> Race<'a> {
             &mut passed_over,
             false,
         ) {
-            Some(Pick::Now(i))
-                if !passed_over
-                    .iter()
-                    .any(|s| Arc::ptr_eq(s, &route.targets[i])) =>
-            {
-                i
-            }
+            Some(Pick::Now(i)) if !passed_over.iter().any(|s| Arc::ptr_eq(s, self.target(i))) => i,
             _ => {
                 route.hedges.count(HedgeOutcome::SkippedNoTarget);
                 return;
             }
         };
-        let target = &route.targets[i];
+        let target = self.target(i);
         let now = Instant::now();
         if !target.budget.try_withdraw_attempt(now) {
             route.hedges.count(HedgeOutcome::SkippedBudget);
@@ -58,13 +54,13 @@ impl<'a> Race<'a> {
             return;
         }
         tracing::info!(
-            request_id = %self.req.id, route = %route.config.name, to = %route.targets[i].id(),
+            request_id = %self.req.id, route = %route.config.name, to = %target.id(),
             "hedge fired"
         );
         route.hedges.count(HedgeOutcome::Fired);
         self.hedged = true;
         self.cur
             .move_to(i, route.config.failover.same_target_retries);
-        self.start(in_flight, i, true);
+        self.start(in_flight, i, Picked::Hedge);
     }
 }

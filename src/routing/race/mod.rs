@@ -14,10 +14,11 @@ use tokio::time::Instant;
 
 use super::classify::{returned_outcome, AttemptError, NextStep};
 use super::hedge::{self, HedgeOutcome};
-use super::launch::{launch, Done};
+use super::launch::{launch, Done, Launched};
 use super::path::{Attempt, AttemptOutcome, RequestOutcome};
 use super::pick::{jittered, pick_target, Cursor, Pick};
 use super::request::{Answer, Failure, Outcome, Request};
+use super::select::Picked;
 use super::{Route, Target};
 use crate::clock::after;
 use crate::metrics::names;
@@ -34,12 +35,30 @@ enum Launch {
     Stop,
 }
 
-/// One request's race.
+/// An attempt in flight.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    /// Its target's position in the request's order.
+    pos: usize,
+    start: Instant,
+    /// Its launch sequence number.
+    seq: usize,
+    picked: Picked,
+}
+
+/// One request's race. Targets are named by their position in the request's order (`order`:
+/// target indices, see `select`), which the cursor and the picks walk.
 pub(super) struct Race<'a> {
     route: &'a Arc<Route>,
     req: &'a Request,
     started: Instant,
     deadline: Instant,
+    /// The targets in the order this request tries them.
+    order: Arc<[usize]>,
+    /// Why the first attempt's target was picked.
+    first_pick: Picked,
+    /// The position of the attempt that failed last, if one did.
+    last_failed: Option<usize>,
     max_attempts: usize,
     max_parallel: usize,
     path: Vec<Attempt>,
@@ -53,8 +72,7 @@ pub(super) struct Race<'a> {
     open_fallback_used: bool,
     launched: usize,
     hedged: bool,
-    /// (target index, start, launch seq) of each attempt in flight.
-    running: Vec<(usize, Instant, usize)>,
+    running: Vec<Running>,
     /// When the next sequential attempt starts.
     next_at: Option<Instant>,
     /// When the next hedge fires.
@@ -70,11 +88,15 @@ impl<'a> Race<'a> {
             .timeout
             .map_or(policy.request_timeout, |t| t.min(policy.request_timeout));
         route.budget.deposit(started);
+        let (order, first_pick) = route.selection.order(req.session.as_ref().map(|s| s.hash));
         Race {
             route,
             req,
             started,
             deadline: after(started, timeout),
+            order,
+            first_pick,
+            last_failed: None,
             max_attempts: if req.failover {
                 policy.max_attempts.get() as usize
             } else {
@@ -141,30 +163,45 @@ impl<'a> Race<'a> {
         self.launched < self.max_attempts && Instant::now() < self.deadline
     }
 
+    /// The target at position `pos` of the request's order.
+    fn target(&self, pos: usize) -> &'a Arc<Target> {
+        &self.route.targets[self.order[pos]]
+    }
+
     fn start(
         &mut self,
         in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>,
-        idx: usize,
-        hedge: bool,
+        pos: usize,
+        picked: Picked,
     ) {
         let now = Instant::now();
+        let what = Launched {
+            seq: self.launched,
+            idx: self.order[pos],
+            hedge: picked == Picked::Hedge,
+            picked,
+            order: self.order.clone(),
+        };
         in_flight.push(launch(
             self.route,
             self.req,
             self.started,
-            self.launched,
-            idx,
-            hedge,
+            what,
             self.deadline,
         ));
-        self.running.push((idx, now, self.launched));
+        self.running.push(Running {
+            pos,
+            start: now,
+            seq: self.launched,
+            picked,
+        });
         self.launched += 1;
         if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
             let policy = &self.route.config;
             let d = hedge::delay(
                 &policy.hedge,
                 &policy.failover,
-                &self.route.targets[idx],
+                self.target(pos),
                 self.req.chat.stream,
                 now,
             );
@@ -178,12 +215,13 @@ impl<'a> Race<'a> {
         self.next_at = None;
         let route = self.route;
         let same = route.config.failover.same_target_retries;
-        let busy: Vec<usize> = self.running.iter().map(|r| r.0).collect();
+        let busy: Vec<usize> = self.running.iter().map(|r| r.pos).collect();
         let mut from = self.cur.idx;
         let i = loop {
             let pick = if self.req.failover {
                 pick_target(
                     route,
+                    &self.order,
                     &self.cur,
                     from,
                     &busy,
@@ -204,7 +242,7 @@ impl<'a> Race<'a> {
                     return Launch::Later;
                 }
             };
-            let target = &route.targets[i];
+            let target = self.target(i);
             if self.launched == 0 {
                 target.budget.deposit(self.started);
                 break i;
@@ -227,21 +265,24 @@ impl<'a> Race<'a> {
             self.budget_skipped.push(target.clone());
             from = i + 1;
         };
-        if self
-            .skipped
-            .iter()
-            .any(|t| Arc::ptr_eq(t, &route.targets[i]))
-        {
+        if self.skipped.iter().any(|t| Arc::ptr_eq(t, self.target(i))) {
             // Every target left is open: this one, closest to recovery, is tried once.
             self.open_fallback_used = true;
         }
         if self.path.is_empty() && self.running.is_empty() && i != self.cur.idx {
             if let Some(from) = self.skipped.last() {
-                route.count_breaker_skip(from, i);
+                route.count_breaker_skip(from, self.order[i]);
             }
         }
+        let picked = if self.launched == 0 {
+            self.first_pick
+        } else if self.last_failed == Some(i) {
+            Picked::Retry
+        } else {
+            Picked::Failover
+        };
         self.cur.move_to(i, same);
-        self.start(in_flight, i, false);
+        self.start(in_flight, i, picked);
         Launch::Started
     }
 
@@ -255,48 +296,42 @@ impl<'a> Race<'a> {
     /// The attempts still running are dropped (another answered, or the request ended): none of
     /// them failed, so the retries among them give the target's budget back.
     fn record_running(&mut self, outcome: AttemptOutcome) {
-        for (idx, start, seq) in std::mem::take(&mut self.running) {
-            let target = &self.route.targets[idx];
-            if seq > 0 {
-                target.budget.refund(start);
+        for r in std::mem::take(&mut self.running) {
+            let target = self.target(r.pos);
+            if r.seq > 0 {
+                target.budget.refund(r.start);
             }
-            self.path.push(self.attempt(target, start, outcome, None));
+            let attempt = self.attempt(target, r.start, outcome, None, r.picked);
+            self.path.push(attempt);
         }
     }
 
     /// An attempt ended. `Some` is the request's outcome; `None` goes on racing.
     fn on_done(&mut self, done: Done) -> Option<Outcome> {
-        self.running.retain(|r| r.2 != done.seq);
+        let at = self.running.iter().position(|r| r.seq == done.seq)?;
+        let run = self.running.remove(at);
         if self.running.is_empty() {
             // A hedge deadline belongs to the attempts it would race; none are left.
             self.hedge_at = None;
         }
         match done.result {
-            Ok(answer) => Some(self.on_answer(
-                done.idx,
-                done.seq,
-                done.start,
-                done.hedge,
-                done.turns_dropped,
-                answer,
-            )),
-            Err(err) => self.on_failure(done.idx, done.start, err),
+            Ok(answer) => Some(self.on_answer(run, done.hedge, done.turns_dropped, answer)),
+            Err(err) => self.on_failure(run, err),
         }
     }
 
     /// An attempt answered: it wins, the others are dropped.
     fn on_answer(
         &mut self,
-        idx: usize,
-        seq: usize,
-        start: Instant,
+        run: Running,
         hedge: bool,
         turns_dropped: usize,
         answer: Answer,
     ) -> Outcome {
         let route = self.route;
-        let target = &route.targets[idx];
-        if seq > 0 {
+        let target = self.target(run.pos);
+        let start = run.start;
+        if run.seq > 0 {
             // A retry that worked gives its share of the budgets back (a hedge only the
             // target's: the route's also caps the load hedges add).
             target.budget.refund(start);
@@ -305,8 +340,8 @@ impl<'a> Race<'a> {
             }
         }
         let served = Some(self.path.len());
-        self.path
-            .push(self.attempt(target, start, AttemptOutcome::Ok, Some(200)));
+        let attempt = self.attempt(target, start, AttemptOutcome::Ok, Some(200), run.picked);
+        self.path.push(attempt);
         self.record_running(AttemptOutcome::HedgeLost);
         if self.hedged {
             let (outcome, label) = if hedge {
@@ -325,22 +360,24 @@ impl<'a> Race<'a> {
                 turns_dropped, "conversation trimmed to the target's context window"
             );
         }
-        let mut outcome = self.finish(Ok(answer), hedge, served, idx);
+        let mut outcome = self.finish(Ok(answer), hedge, served, self.order[run.pos]);
         outcome.turns_dropped = turns_dropped;
         outcome
     }
 
     /// An attempt failed: it is recorded, and its classification decides what comes next.
-    fn on_failure(&mut self, idx: usize, start: Instant, err: AttemptError) -> Option<Outcome> {
+    fn on_failure(&mut self, run: Running, err: AttemptError) -> Option<Outcome> {
         let route = self.route;
-        let target = &route.targets[idx];
+        let (idx, start) = (run.pos, run.start);
+        let target = self.target(idx);
+        self.last_failed = Some(idx);
         let elapsed = start.elapsed();
         target
             .health
             .attempt(Instant::now(), err.verdict(), elapsed);
         let status = err.status().map(|s| s.as_u16());
-        self.path
-            .push(self.attempt(target, start, err.outcome(), status));
+        let attempt = self.attempt(target, start, err.outcome(), status, run.picked);
+        self.path.push(attempt);
         tracing::warn!(
             request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
             target = %target.id(), kind = err.kind(), status,
@@ -380,7 +417,7 @@ impl<'a> Race<'a> {
                 body,
                 dialect,
             };
-            return Some(self.finish(Ok(answer), false, served, idx));
+            return Some(self.finish(Ok(answer), false, served, self.order[idx]));
         }
         self.errors.push(err);
         if !self.req.failover {
@@ -395,7 +432,7 @@ impl<'a> Race<'a> {
         let now = Instant::now();
         let policy = &self.route.config.failover;
         if let NextStep::RetryAfter(wait) = step {
-            self.route.targets[idx].park(now, wait);
+            self.target(idx).park(now, wait);
         }
         self.cur
             .move_to(self.cur.idx.max(idx) + 1, policy.same_target_retries);
@@ -409,7 +446,7 @@ impl<'a> Race<'a> {
     fn retry_or_move_on(&mut self, idx: usize, step: NextStep, err: &AttemptError) {
         let route = self.route;
         let policy = &route.config.failover;
-        let target = &route.targets[idx];
+        let target = self.target(idx);
         let now = Instant::now();
         match step {
             NextStep::RetryNotSent if self.cur.not_sent_retry_left => {
@@ -434,7 +471,7 @@ impl<'a> Race<'a> {
                     target.park(now, wait);
                 }
                 self.cur.move_to(idx + 1, policy.same_target_retries);
-                if let Some(next) = route.targets.get(self.cur.idx) {
+                if let Some(next) = self.order.get(self.cur.idx).map(|&i| &route.targets[i]) {
                     route.count_failover(target, next, err.kind());
                     tracing::info!(
                         request_id = %self.req.id, route = %route.config.name, from = %target.id(),
@@ -454,6 +491,7 @@ impl<'a> Race<'a> {
         start: Instant,
         outcome: AttemptOutcome,
         status: Option<u16>,
+        picked: Picked,
     ) -> Attempt {
         Attempt {
             target: target.clone(),
@@ -462,6 +500,7 @@ impl<'a> Race<'a> {
             outcome,
             status,
             carried_chars: None,
+            picked: Some(picked),
         }
     }
 
