@@ -83,8 +83,13 @@ pub(super) async fn status(State(state): State<AppState>) -> Response {
         .routes
         .iter()
         .map(|r| {
+            let selection = routing.route(&r.name).map(|rt| &rt.selection);
+            let shares = selection.map(|s| s.view(r)).filter(|v| !v.is_empty());
             json!({
                 "route": r.name,
+                "strategy": r.strategy.as_str(),
+                "affinity": selection.is_some_and(|s| s.affinity).then_some("session"),
+                "shares": shares,
                 "targets": r.targets.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
                 "hedge": r.hedge.enabled.then(|| match r.hedge.delay {
                     HedgeDelay::Fixed(d) => json!({"delay_ms": ms(d)}),

@@ -198,6 +198,47 @@ impl Selection {
     }
 }
 
+/// What `/admin/status` shows of one target of a weighted or adaptive route.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShareView {
+    pub target: String,
+    pub weight: f64,
+    /// Its share of the route's new requests now.
+    pub share: f64,
+    /// Adaptive: the score behind the share (the weight times the factors from its SLIs) and
+    /// what cost it most (`healthy` when nothing did).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+impl Selection {
+    /// Each target's weight, share and (adaptive) score and reason; empty for a priority route.
+    pub fn view(&self, route: &RouteConfig) -> Vec<ShareView> {
+        if self.strategy == Strategy::Priority {
+            return Vec::new();
+        }
+        let tracks = self
+            .adaptive
+            .as_ref()
+            .map(|a| a.lock().shares.tracks.clone());
+        let shares = self.shares();
+        (route.targets.iter().enumerate())
+            .map(|(i, t)| {
+                let track = tracks.as_ref().and_then(|ts| ts.get(i));
+                ShareView {
+                    target: t.id.clone(),
+                    weight: route.weights.get(i).copied().unwrap_or(1.0),
+                    share: shares.get(i).copied().unwrap_or(0.0),
+                    score: track.map(|t| t.score),
+                    reason: track.map(|t| t.reason.as_str()),
+                }
+            })
+            .collect()
+    }
+}
+
 impl Adaptive {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, AdaptiveState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)

@@ -29,10 +29,11 @@ const SELF_POWER: i32 = 3;
 const PEER_POWER: i32 = 2;
 /// Below this remaining share of its rate limit, a target's score falls in proportion.
 const HEADROOM_LOW: f64 = 0.10;
-/// How much of an interval's value the fast estimate takes (at full confidence).
-const FAST_GAIN: f64 = 0.5;
-/// Samples in an interval for full confidence in its tail.
-const CONFIDENT_SAMPLES: f64 = 10.0;
+/// How far one sample moves the fast estimate toward its interval's value: `n` samples move
+/// it `1 - (1 - PER_SAMPLE)^n` of the way, at most [`MAX_GAIN`]. A target on the floor gets a
+/// trickle of samples, and each counts: it is judged, and regains its share, on few.
+const PER_SAMPLE: f64 = 0.3;
+const MAX_GAIN: f64 = 0.6;
 /// The baseline's time constant: it follows slow drift, not a brownout...
 const BASELINE_TAU: Duration = Duration::from_secs(600);
 /// ...and while the target is departed from it, ten times slower still.
@@ -65,15 +66,15 @@ struct Level {
 }
 
 impl Level {
-    /// Take an interval's `value` at `confidence` (0..=1).
-    fn observe(&mut self, value: f64, confidence: f64, interval: Duration) {
+    /// Take an interval's `value` with the `weight` of its samples (see [`PER_SAMPLE`]).
+    fn observe(&mut self, value: f64, weight: f64, interval: Duration) {
         let fast = match self.fast {
             None => value,
-            Some(f) => f + FAST_GAIN * confidence * (value - f),
+            Some(f) => f + weight * (value - f),
         };
         self.fast = Some(fast);
         let base = self.base.unwrap_or(fast);
-        let mut gain = gain(interval, BASELINE_TAU) * confidence;
+        let mut gain = gain(interval, BASELINE_TAU) * weight / MAX_GAIN;
         if fast > base * SELF_BAND {
             gain /= DEPARTED_SLOWDOWN;
         }
@@ -294,11 +295,11 @@ impl Shares {
 
 /// Take one interval's sample into a target's track.
 fn observe(t: &mut Track, s: &Sample, interval: Duration) {
-    let confidence = |n: u64| (n as f64 / CONFIDENT_SAMPLES).min(1.0);
+    let weight = |n: u64| (1.0 - (1.0 - PER_SAMPLE).powi(n.min(64) as i32)).min(MAX_GAIN);
     for (level, value) in [(&mut t.latency, s.latency), (&mut t.ttft, s.ttft)] {
         match value {
             Some((tail, n)) if n > 0 => {
-                level.observe(tail.as_secs_f64() * 1000.0, confidence(n), interval);
+                level.observe(tail.as_secs_f64() * 1000.0, weight(n), interval);
             }
             _ => level.idle(interval),
         }
@@ -306,11 +307,10 @@ fn observe(t: &mut Track, s: &Sample, interval: Duration) {
     let attempts = s.ok + s.failed;
     if attempts > 0 {
         let rate = s.failed as f64 / attempts as f64;
-        let c = confidence(attempts);
-        t.failures = Some(match t.failures {
-            None => rate,
-            Some(f) => f + FAST_GAIN * c * (rate - f),
-        });
+        let w = weight(attempts);
+        // From no failures: one failed attempt among the first is not a verdict.
+        let f = t.failures.unwrap_or(0.0);
+        t.failures = Some(f + w * (rate - f));
     } else if let Some(f) = t.failures {
         t.failures = Some(f * (1.0 - gain(interval, RELAX_TAU)));
     }
