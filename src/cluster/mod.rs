@@ -23,6 +23,7 @@
 //! taken to agree (NTP): an open state's hold is published as a wall time.
 
 pub mod record;
+mod shares;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -211,6 +212,7 @@ impl Sync {
         self.conn = None;
         self.connected.store(0, Ordering::Relaxed);
         self.failures.fetch_add(1, Ordering::Relaxed);
+        shares::alone(&self.shared.adaptives());
         let mut s = self.cluster.status();
         if s.connected || s.error.is_none() {
             tracing::warn!(
@@ -302,6 +304,22 @@ impl Sync {
                 pipe.hgetall(self.cluster.key(&format!("counts:{r}")));
             }
             theirs = pipe.query_async(conn).await?;
+        }
+        let adaptives = self.shared.adaptives();
+        if !adaptives.is_empty() {
+            let key = self.cluster.key("shares");
+            if shares::leads(&me, &replicas) {
+                shares::alone(&adaptives);
+                let records = shares::records(&me, now_ms, &adaptives);
+                let mut pipe = redis::pipe();
+                pipe.hset_multiple(&key, &records).ignore();
+                pipe.pexpire(&key, (stale_ms * 4) as i64).ignore();
+                pipe.query_async::<()>(conn).await?;
+            } else {
+                let stored: HashMap<String, String> =
+                    redis::cmd("HGETALL").arg(&key).query_async(conn).await?;
+                shares::adopt(&stored, now_ms, stale_ms, &adaptives);
+            }
         }
 
         for (id, health) in &healths {

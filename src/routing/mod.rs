@@ -121,6 +121,12 @@ impl Shared {
         closed(self.closing.subscribe())
     }
 
+    /// Every adaptive route's tracks, by route name (for the cluster sync).
+    pub fn adaptives(&self) -> Vec<(String, Arc<select::Adaptive>)> {
+        let map = self.adaptive.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
     /// Every target's health, by target id (for the cluster sync).
     pub fn healths(&self) -> Vec<(String, Arc<Health>)> {
         let map = self.health.lock().unwrap_or_else(PoisonError::into_inner);

@@ -17,7 +17,7 @@ pub mod limits;
 pub mod run;
 pub mod share;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::{Affinity, RouteConfig, Strategy};
@@ -80,6 +80,12 @@ pub struct Adaptive {
     /// The target ids these tracks are of, in route order.
     pub ids: Vec<String>,
     pub state: Mutex<AdaptiveState>,
+    /// The published shares (`f64` bits, `switchyard_target_share`), by position: what
+    /// requests draw from.
+    pub gauges: Vec<Arc<AtomicU64>>,
+    /// With `[cluster]`: another replica computes the shares and this one takes them over
+    /// ([`Adaptive::adopt`]), so a session lands on the same target through any replica.
+    pub follower: AtomicBool,
 }
 
 /// What the recomputation keeps.
@@ -99,6 +105,19 @@ impl Selection {
         let ids: Vec<String> = route.targets.iter().map(|t| t.id.clone()).collect();
         let n = ids.len();
         let weighted = route.strategy != Strategy::Priority;
+        let gauges = || -> Vec<Arc<AtomicU64>> {
+            let prior = Shares::new(&route.weights);
+            (ids.iter().zip(&prior.tracks))
+                .map(|(id, t)| {
+                    let g = registry.ratio(
+                        names::TARGET_SHARE,
+                        &[("route", &route.name), ("target", id)],
+                    );
+                    g.store(t.share.to_bits(), Ordering::Relaxed);
+                    g
+                })
+                .collect()
+        };
         let adaptive = (route.strategy == Strategy::Adaptive).then(|| {
             kept.filter(|k| k.ids == ids).unwrap_or_else(|| {
                 Arc::new(Adaptive {
@@ -108,31 +127,15 @@ impl Selection {
                         last: vec![None; n],
                         at: None,
                     }),
+                    gauges: gauges(),
+                    follower: AtomicBool::new(false),
                 })
             })
         });
-        let initial: Vec<f64> = match &adaptive {
-            Some(a) => a.lock().shares.tracks.iter().map(|t| t.share).collect(),
-            None => Shares::new(&route.weights)
-                .tracks
-                .iter()
-                .map(|t| t.share)
-                .collect(),
-        };
-        let shares = if weighted {
-            ids.iter()
-                .zip(&initial)
-                .map(|(id, s)| {
-                    let g = registry.ratio(
-                        names::TARGET_SHARE,
-                        &[("route", &route.name), ("target", id)],
-                    );
-                    g.store(s.to_bits(), Ordering::Relaxed);
-                    g
-                })
-                .collect()
-        } else {
-            Vec::new()
+        let shares = match &adaptive {
+            Some(a) => a.gauges.clone(),
+            None if weighted => gauges(),
+            None => Vec::new(),
         };
         Selection {
             strategy: route.strategy,
@@ -242,6 +245,27 @@ impl Selection {
 impl Adaptive {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, AdaptiveState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The shares now, by position.
+    pub fn shares(&self) -> Vec<f64> {
+        (self.gauges.iter())
+            .map(|g| f64::from_bits(g.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Take over shares another replica computed (by position; ignored unless one per
+    /// target). The tracks keep measuring here and go on from these if this replica
+    /// computes again.
+    pub fn adopt(&self, shares: &[f64]) {
+        if shares.len() != self.gauges.len() || shares.iter().any(|s| !(0.0..=1.0).contains(s)) {
+            return;
+        }
+        let mut state = self.lock();
+        for ((g, t), s) in self.gauges.iter().zip(&mut state.shares.tracks).zip(shares) {
+            g.store(s.to_bits(), Ordering::Relaxed);
+            t.share = *s;
+        }
     }
 }
 

@@ -70,9 +70,18 @@ pub fn recompute_if_due(route: &Route, now: Instant) -> Option<Instant> {
             trip_rate: route.config.breaker.failure_rate,
         };
         let c = &route.config;
+        let adopted = adaptive.follower.load(std::sync::atomic::Ordering::Relaxed);
+        let kept = adaptive.shares();
         state.shares.step(&rules, &c.weights, &c.prices, &samples);
-        let shares: Vec<f64> = state.shares.tracks.iter().map(|t| t.share).collect();
-        route.selection.set_shares(&shares);
+        if adopted {
+            // Another replica's shares stand; this one's scores are still shown.
+            for (t, s) in state.shares.tracks.iter_mut().zip(kept) {
+                t.share = s;
+            }
+        } else {
+            let shares: Vec<f64> = state.shares.tracks.iter().map(|t| t.share).collect();
+            route.selection.set_shares(&shares);
+        }
     }
     Some(crate::clock::after(now, policy.interval))
 }
