@@ -2,7 +2,7 @@
 //! through it, and `tests/browser/dashboard.mjs` driving headless Chromium against
 //! `/dashboard` (every target shown; a breaker forced open through the admin API shows as
 //! open; the page's buttons work, asking for the admin key the gateway's `[auth]` needs, and
-//! again when given a client key).
+//! again when given a client key; the adaptive route's shares are charted and in each row).
 //! The screenshot lands in `target/dashboard.png`.
 //!
 //! Needs node, Debian's chromium and `npm ci` in `tests/browser`. Without them the test is
@@ -99,8 +99,14 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
         latency_ms: 20,
         ..Default::default()
     });
+    // An adaptive route, so the page charts its shares.
+    let toml = config(&m, "").replacen(
+        "name = \"chat\"\n",
+        "name = \"chat\"\nstrategy = \"adaptive\"\n",
+        1,
+    ) + "\n[routes.adaptive]\naffinity = \"off\"\ninterval = \"1s\"\n";
     // With client and admin keys set: the page's override buttons must ask for an admin key.
-    let gw = Gateway::start(&with_admin_key(&with_client_key(&config(&m, "")))).await;
+    let gw = Gateway::start(&with_admin_key(&with_client_key(&toml))).await;
     let url = gw.url("");
     let traffic_url = gw.url("/v1/chat/completions");
     let traffic = tokio::spawn(async move {

@@ -1,6 +1,7 @@
 //! `switchyard demo`, run as a user would (the built binary, a short duration): it exits 0,
 //! and its report shows every phase, a 100% client success rate, failovers and breaker
-//! transitions.
+//! transitions, and the adaptive route's traffic moved off the browned-out primary with no
+//! breaker trip.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::process::Command;
@@ -22,7 +23,7 @@ fn count(report: &str, label: &str) -> u64 {
 #[test]
 fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
     let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-        .args(["demo", "--duration", "10s"])
+        .args(["demo", "--duration", "20s"])
         .env("RUST_LOG", "warn")
         .output()
         .expect("run switchyard demo");
@@ -39,6 +40,8 @@ fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
         .unwrap_or_else(|| panic!("no report:\n{stdout}"));
     for phase in [
         "healthy",
+        "brownout",
+        "brownout over",
         "latency spike",
         "primary outage",
         "partial recovery",
@@ -57,6 +60,20 @@ fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
     assert!(report.contains("; 0 failed)"), "{report}");
     assert!(count(report, "failovers:") > 0, "{report}");
     assert!(count(report, "breaker transitions:") > 0, "{report}");
+    // The brownout moved the adaptive route's traffic off the primary, with no breaker trip.
+    let brownout = report
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("brownout: "))
+        .unwrap_or_else(|| panic!("no brownout line:\n{report}"));
+    let shares: Vec<f64> = brownout
+        .split_whitespace()
+        .filter_map(|w| w.strip_suffix('%').and_then(|n| n.parse().ok()))
+        .collect();
+    assert_eq!(shares.len(), 3, "{brownout}");
+    // Twenty seconds leave the brownout two and about forty requests.
+    assert!(shares[0] > 80.0 && shares[1] < 50.0, "{brownout}");
+    assert!(brownout.contains("(0 breaker transitions)"), "{brownout}");
     assert!(
         count(report, "answers checked word for word:") > 100,
         "{report}"

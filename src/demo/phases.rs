@@ -2,8 +2,10 @@
 //! demo's duration. The backup stays healthy throughout; the story is what the gateway makes of
 //! the primary's trouble.
 //!
-//! The latency spike comes before the outage: hedging needs the primary in rotation (an open
-//! breaker sends it no traffic to hedge), and its latency percentiles learnt while healthy.
+//! The brownout comes first: the primary turns slow, never failing, and the adaptive route moves
+//! its traffic to the backup before any breaker would trip, then back. The latency spike comes
+//! before the outage: hedging needs the primary in rotation (an open breaker sends it no traffic
+//! to hedge), and its latency percentiles learnt while healthy.
 
 use std::time::Duration;
 
@@ -34,6 +36,10 @@ pub(super) fn backup_base() -> FaultPlan {
 pub(super) enum Kind {
     /// All is well.
     Healthy,
+    /// The primary is three times slower, and never fails.
+    Brownout,
+    /// The primary is quick again.
+    BrownoutOver,
     /// A heavy latency tail on the primary.
     LatencySpike,
     /// The primary answers 503 to everything.
@@ -46,8 +52,10 @@ pub(super) enum Kind {
 
 impl Kind {
     /// Every phase, in order.
-    pub(super) const ALL: [Kind; 5] = [
+    pub(super) const ALL: [Kind; 7] = [
         Kind::Healthy,
+        Kind::Brownout,
+        Kind::BrownoutOver,
         Kind::LatencySpike,
         Kind::Outage,
         Kind::PartialRecovery,
@@ -58,6 +66,8 @@ impl Kind {
     pub(super) fn name(self) -> &'static str {
         match self {
             Kind::Healthy => "healthy",
+            Kind::Brownout => "brownout",
+            Kind::BrownoutOver => "brownout over",
             Kind::LatencySpike => "latency spike",
             Kind::Outage => "primary outage",
             Kind::PartialRecovery => "partial recovery",
@@ -69,6 +79,12 @@ impl Kind {
     pub(super) fn story(self) -> &'static str {
         match self {
             Kind::Healthy => "openai-primary answers everything; the gateway learns its latency",
+            Kind::Brownout => {
+                "openai-primary turns 3x slower but never fails: gpt-4o's adaptive share moves to azure-backup, no breaker trips"
+            }
+            Kind::BrownoutOver => {
+                "openai-primary is quick again: gpt-4o's share comes back to it within a few intervals"
+            }
             Kind::LatencySpike => {
                 "1 in 5 primary calls stalls for 1.5s: hedges to azure-backup answer first"
             }
@@ -87,9 +103,10 @@ impl Kind {
     /// Share of the demo's duration.
     fn share(self) -> f64 {
         match self {
-            Kind::Healthy => 0.15,
-            Kind::LatencySpike | Kind::Outage | Kind::PartialRecovery => 0.2,
-            Kind::Recovery => 0.25,
+            Kind::Healthy | Kind::Brownout | Kind::BrownoutOver => 0.1,
+            Kind::LatencySpike | Kind::PartialRecovery => 0.16,
+            Kind::Outage => 0.2,
+            Kind::Recovery => 0.18,
         }
     }
 
@@ -97,7 +114,12 @@ impl Kind {
     pub(super) fn primary_plan(self) -> FaultPlan {
         let base = primary_base();
         match self {
-            Kind::Healthy | Kind::Recovery => base,
+            Kind::Healthy | Kind::BrownoutOver | Kind::Recovery => base,
+            Kind::Brownout => FaultPlan {
+                latency_ms: base.latency_ms * 3,
+                first_token_ms: base.first_token_ms * 3,
+                ..base
+            },
             Kind::LatencySpike => FaultPlan {
                 tail_rate: 0.2,
                 tail_ms: 1500,
@@ -164,13 +186,14 @@ mod tests {
     #[test]
     fn phases_cover_the_duration_in_order() {
         let s = schedule(Duration::from_secs(60));
-        assert_eq!(s.len(), 5);
+        assert_eq!(s.len(), 7);
         assert_eq!(s[0].start, Duration::ZERO);
-        assert_eq!(s[4].end, Duration::from_secs(60));
+        assert_eq!(s[6].end, Duration::from_secs(60));
         assert!(s.windows(2).all(|w| w[0].end == w[1].start));
-        assert_eq!(s[1].start, Duration::from_secs(9));
-        assert_eq!(index_at(&s, Duration::from_secs(10)), 1);
-        assert_eq!(index_at(&s, Duration::from_secs(61)), 5);
+        assert!(s[6].start < s[6].end, "the last phase has its time");
+        assert_eq!(s[1].start, Duration::from_secs(6));
+        assert_eq!(index_at(&s, Duration::from_secs(7)), 1);
+        assert_eq!(index_at(&s, Duration::from_secs(61)), 7);
         for k in Kind::ALL {
             assert!(k.primary_plan().validate().is_ok(), "{}", k.name());
         }

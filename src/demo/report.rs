@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use super::phases::Scheduled;
+use super::phases::{Kind, Scheduled};
 use super::scrape::Counters;
-use super::setup::PRIMARY;
+use super::setup::{CHAT_ROUTE, PRIMARY};
 use super::traffic::PhaseStats;
 
 /// Everything the report shows.
@@ -99,6 +99,31 @@ impl Report<'_> {
         );
     }
 
+    /// What the adaptive route did with the brownout: the primary's share at its start, at its
+    /// end and once it was over, and the breaker transitions meanwhile.
+    fn brownout(&self) -> Option<String> {
+        let at = |kind: Kind| {
+            let i = self.schedule.iter().position(|p| p.kind == kind)?;
+            self.counters.get(i)
+        };
+        let (before, during, after) = (
+            at(Kind::Healthy)?,
+            at(Kind::Brownout)?,
+            at(Kind::BrownoutOver)?,
+        );
+        let share = |c: &Counters| {
+            c.primary_share
+                .map_or("-".to_owned(), |s| format!("{:.0}%", s * 100.0))
+        };
+        Some(format!(
+            "  brownout: {CHAT_ROUTE}'s share on {PRIMARY} {} at its start, {} at its end ({} breaker transitions), {} once it was over",
+            share(before),
+            share(during),
+            n(during.transitions_total()),
+            share(after)
+        ))
+    }
+
     /// The report text.
     pub(super) fn render(&self) -> String {
         let total = self.total();
@@ -172,6 +197,9 @@ impl Report<'_> {
             n(tc.hedges_fired),
             n(tc.hedges_won)
         );
+        if let Some(line) = self.brownout() {
+            let _ = writeln!(out, "{line}");
+        }
         for e in &total.errors {
             let _ = writeln!(out, "  error: {e}");
         }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::setup::{CHAT_ROUTE, PRIMARY};
 use crate::metrics::names;
 
 /// The gateway counters the demo reports.
@@ -21,6 +22,8 @@ pub(super) struct Counters {
     pub hedges_fired: f64,
     /// Hedges that answered first.
     pub hedges_won: f64,
+    /// The primary's share of the adaptive route (`switchyard_target_share`) at the scrape.
+    pub primary_share: Option<f64>,
 }
 
 impl Counters {
@@ -51,6 +54,12 @@ impl Counters {
                     Some("won") => c.hedges_won += value,
                     _ => {}
                 },
+                names::TARGET_SHARE
+                    if label("route") == Some(CHAT_ROUTE)
+                        && label("target").is_some_and(|t| t.starts_with(PRIMARY)) =>
+                {
+                    c.primary_share = Some(value);
+                }
                 _ => {}
             }
         }
@@ -74,6 +83,8 @@ impl Counters {
             transitions,
             hedges_fired: self.hedges_fired - earlier.hedges_fired,
             hedges_won: self.hedges_won - earlier.hedges_won,
+            // Not a difference: the share at the later scrape.
+            primary_share: self.primary_share,
         }
     }
 }

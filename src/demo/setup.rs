@@ -1,6 +1,6 @@
 //! The demo's world: two mock providers on free ports, the config that puts them behind two
-//! routes (breaker, probe and ramp timings scaled to the demo's length so a whole outage and
-//! recovery fit in it), and the gateway's listener.
+//! routes (one adaptive, one priority; breaker, probe, ramp and share timings scaled to the
+//! demo's length so a whole outage and recovery fit in it), and the gateway's listener.
 
 use std::path::Path;
 use std::time::Duration;
@@ -83,6 +83,7 @@ pub(super) fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) ->
     let open_for_max = scaled(Duration::from_secs(8), s, ms(1000));
     let probe_interval = scaled(ms(1500), s, ms(200));
     let ramp = scaled(Duration::from_secs(5), s, ms(500));
+    let interval = scaled(Duration::from_secs(1), s, ms(200));
     let audit = audit_db.display().to_string().replace('\\', "/");
     format!(
         r#"# The config `switchyard demo` ran with (mock providers on this machine, no keys).
@@ -124,12 +125,23 @@ budget = 0.3
 ratio = 0.5
 min_per_sec = 20
 
+# Ordinary turns: adaptive, nine tenths to the primary while it is healthy; its share
+# follows its live latency and errors (the brownout), within the breaker's gate (the outage).
 [[routes]]
 name = "{CHAT_ROUTE}"
+strategy = "adaptive"
 targets = [
-  {{ provider = "{PRIMARY}", model = "{m0}" }},
-  {{ provider = "{BACKUP}", deployment = "{d0}" }},
+  {{ provider = "{PRIMARY}", model = "{m0}", weight = 9 }},
+  {{ provider = "{BACKUP}", deployment = "{d0}", weight = 1 }},
 ]
+[routes.adaptive]
+interval = "{interval}"
+# Twice the default step: the demo's phases are seconds long.
+max_step = 0.4
+# The demo's few conversations would each stay on one target; drawn anew, the shares show.
+affinity = "off"
+
+# Planning turns: priority, the primary first.
 
 [[routes]]
 name = "{TOOLS_ROUTE}"

@@ -117,6 +117,14 @@ try {
   // Let the charts gather a few seconds of history for the screenshot.
   await page.waitForTimeout(8000);
   await page.waitForFunction(() => document.querySelectorAll("#c-rate path").length > 0);
+  if ((status.routes || []).some((r) => r.shares)) {
+    // A weighted or adaptive route: its shares are charted, and each target's is in its row.
+    await page.waitForFunction(() => !document.getElementById("s-share").hidden &&
+      document.querySelectorAll("#c-share path").length > 0);
+    const cell = await row(targets[1]).locator("td").nth(1).textContent();
+    if (!/\d+%/.test(cell)) throw new Error(`the route cell should give the share, says ${cell}`);
+    step(`the shares are charted; ${targets[1]}'s route cell says ${cell}`);
+  }
   mkdirSync(path.dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });
   await admin(victim, "reset");

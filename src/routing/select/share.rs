@@ -25,7 +25,7 @@ const SELF_BAND: f64 = 1.2;
 /// ...nor this far above the fastest peer's.
 const PEER_BAND: f64 = 1.5;
 /// How steeply score falls beyond each band: (ratio / band) to this power, inverted.
-const SELF_POWER: i32 = 3;
+const SELF_POWER: i32 = 4;
 const PEER_POWER: i32 = 2;
 /// Below this remaining share of its rate limit, a target's score falls in proportion.
 const HEADROOM_LOW: f64 = 0.10;
