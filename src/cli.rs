@@ -63,6 +63,11 @@ pub enum Command {
         /// Only the record of this request (its `x-switchyard-request-id`).
         #[arg(long)]
         request_id: Option<String>,
+        /// One session's turns, in order (its `x-switchyard-session`, the client's own key,
+        /// or the `prompt:` hash the gateway made), with a summary: failovers, hedges, turns
+        /// dropped, time per turn.
+        #[arg(long)]
+        session: Option<String>,
         /// Print the records as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -116,23 +121,35 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             config,
             last,
             request_id,
+            session,
             json,
         } => {
             let store = match db {
                 Some(url) => audit::query::parse_db_url(&url)?,
                 None => audit_store_of(&config)?,
             };
+            let by_session = session.is_some();
             let q = AuditQuery {
                 request_id,
-                limit: last,
+                session,
+                // A session's turns: all of them, up to the most one query returns.
+                limit: if by_session {
+                    audit::query::MAX_LIMIT
+                } else {
+                    last
+                },
                 ..Default::default()
             };
             let mut records = audit::query::query(&store, &q).await?;
-            // Newest last, like the tail of a log.
-            records.reverse();
+            if !by_session {
+                // Newest last, like the tail of a log (a session's come in order).
+                records.reverse();
+            }
             let out = if json {
                 serde_json::to_string_pretty(&records)
                     .map_err(|e| AuditError::Invalid(e.to_string()))?
+            } else if let Some(s) = &q.session {
+                audit::show::session(s, &records)
             } else {
                 audit::show::table(&records)
             };

@@ -321,6 +321,7 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
                  CREATE INDEX audit_records_request_id ON \"{schema}\".audit_records (request_id); \
                  CREATE INDEX audit_records_route_time ON \"{schema}\".audit_records (route, time_ms); \
                  ALTER SEQUENCE \"{schema}\".audit_records_id_seq CACHE 1; \
+                 ALTER TABLE \"{schema}\".audit_records DROP COLUMN session, DROP COLUMN trace_id; \
                  DELETE FROM \"{schema}\".audit_schema_version WHERE version >= 2"
             ))
             .await

@@ -2,7 +2,8 @@
 //! through it, and `tests/browser/dashboard.mjs` driving headless Chromium against
 //! `/dashboard` (every target shown; a breaker forced open through the admin API shows as
 //! open; the page's buttons work, asking for the admin key the gateway's `[auth]` needs, and
-//! again when given a client key; the adaptive route's shares are charted and in each row).
+//! again when given a client key; the adaptive route's shares are charted and in each row; the
+//! session view lists one conversation's turns from the audit log).
 //! The screenshot lands in `target/dashboard.png`.
 //!
 //! Needs node, Debian's chromium and `npm ci` in `tests/browser`. Without them the test is
@@ -20,6 +21,8 @@ use switchyard::mock::FaultPlan;
 
 /// The client key of the gateway's `[auth]` (see `with_client_key`), for the traffic.
 const KEY: &str = "sk-test-secret";
+/// The session a share of the traffic belongs to, for the page's session view.
+const SESSION: &str = "dash-session-1";
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
@@ -53,6 +56,7 @@ fn run_script(url: &str, screenshot: &Path) -> (bool, String) {
         .env("SWITCHYARD_ADMIN_KEY", ADMIN_KEY)
         // Given to the first prompt: refused, the page asks again.
         .env("SWITCHYARD_CLIENT_KEY", KEY)
+        .env("SWITCHYARD_SESSION", SESSION)
         .arg(browser_dir().join("dashboard.mjs"))
         .arg(url)
         .arg(screenshot)
@@ -105,6 +109,9 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
         "name = \"chat\"\nstrategy = \"adaptive\"\n",
         1,
     ) + "\n[routes.adaptive]\naffinity = \"off\"\ninterval = \"1s\"\n";
+    // The audit log on, for the session view.
+    let store = support::audit::TestStore::sqlite();
+    let toml = with_audit(&toml, &store.url(), "");
     // With client and admin keys set: the page's override buttons must ask for an admin key.
     let gw = Gateway::start(&with_admin_key(&with_client_key(&toml))).await;
     let url = gw.url("");
@@ -112,12 +119,14 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
     let traffic = tokio::spawn(async move {
         let client = client();
         for i in 0u32.. {
-            let _ = client
+            let mut req = client
                 .post(&traffic_url)
                 .bearer_auth(KEY)
-                .json(&chat_body(i % 3 == 0))
-                .send()
-                .await;
+                .json(&chat_body(i % 3 == 0));
+            if i % 4 == 0 {
+                req = req.header("x-switchyard-session", SESSION);
+            }
+            let _ = req.send().await;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
@@ -143,4 +152,5 @@ async fn the_dashboard_shows_every_target_and_a_forced_open_breaker() {
     );
     println!("dashboard screenshot: {}", screenshot.display());
     gw.stop().await;
+    store.cleanup().await;
 }

@@ -212,10 +212,21 @@ async fn a_brownout_moves_traffic_off_the_slow_target_with_no_breaker_trip_and_b
     );
     // The first target browns out: ten times slower, never failing.
     m[0].set_plan(slow(200));
-    let _settling = served(&gw, 100, |i| (ask(&format!("s{i}")), vec![])).await;
-    let during = served(&gw, 300, |i| (ask(&format!("b{i}")), vec![])).await;
+    let _settling = served(&gw, 250, |i| (ask(&format!("s{i}")), vec![])).await;
+    let mut took = Vec::with_capacity(300);
+    let mut during = Vec::with_capacity(300);
+    for i in 0..300 {
+        let t0 = tokio::time::Instant::now();
+        during.extend(served(&gw, 1, |_| (ask(&format!("b{i}")), vec![])).await);
+        took.push(t0.elapsed());
+    }
     let share = share_of(&during, "p0/model-0");
     assert!(share < 0.08, "p0 served {share} of the brownout");
+    // What the client waits: the healthy targets' 20 ms, but for the floor's few requests (a
+    // priority route would wait 200 ms for every one).
+    took.sort();
+    let p95 = took[took.len() * 95 / 100];
+    assert!(p95 < Duration::from_millis(50), "p95 {p95:?}");
     let st = status(&gw).await;
     let view = &st["routes"][0]["shares"][0];
     assert_eq!(view["reason"], "slower_than_baseline", "{view}");
@@ -282,4 +293,35 @@ async fn the_audit_path_says_why_each_attempt_went_where_it_did() {
     // Its session is its first turn's: the weight-0 target is its second choice.
     assert_eq!(picked(second), vec!["affinity", "retry", "failover"]);
     store.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_anthropic_clients_metadata_user_id_keeps_its_session_on_one_target() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&route(&m, "weighted", &[1.0, 1.0, 1.0], "")).await;
+    let mut targets: HashMap<usize, HashSet<String>> = HashMap::new();
+    for conv in 0..12 {
+        for turn in 0..4 {
+            // Every turn's first message differs: only the hint ties them together.
+            let body = json!({
+                "model": "chat", "max_tokens": 64,
+                "metadata": {"user_id": format!("user_abc_session_{conv}")},
+                "messages": [{"role": "user", "content": format!("turn {turn} of {conv}")}],
+            });
+            let resp = client()
+                .post(gw.url("/v1/messages"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            targets
+                .entry(conv)
+                .or_default()
+                .insert(header(&resp, "x-switchyard-target"));
+        }
+    }
+    assert!(targets.values().all(|s| s.len() == 1), "{targets:?}");
+    let used: HashSet<&String> = targets.values().flatten().collect();
+    assert!(used.len() >= 2, "12 sessions all on {used:?}");
 }

@@ -1,5 +1,6 @@
-//! `GET /admin/audit?route=&target=&status=&since=&request_id=&limit=`: audit records as JSON,
-//! newest first. Empty parameters are ignored, so a form or a template URL works as is.
+//! `GET /admin/audit?route=&target=&status=&since=&request_id=&session=&limit=`: audit records
+//! as JSON, newest first (a session's oldest first: its turns in order). Empty parameters are
+//! ignored, so a form or a template URL works as is.
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
@@ -25,6 +26,7 @@ pub(super) struct Params {
     status: Option<String>,
     since: Option<String>,
     request_id: Option<String>,
+    session: Option<String>,
     limit: Option<String>,
 }
 
@@ -56,6 +58,7 @@ fn parse(p: Params) -> Result<AuditQuery, ApiError> {
         status: number("status", p.status, "an HTTP status such as 503")?,
         since: number("since", p.since, "a time in Unix milliseconds")?,
         request_id: given(p.request_id),
+        session: given(p.session),
         limit: limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
     })
 }

@@ -31,6 +31,8 @@ pub(super) fn draft(
         request_body: audit
             .bodies()
             .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
+        session: req.session.as_ref().map(|s| s.key.clone()),
+        trace_id: req.trace_id.clone(),
         ..AuditRecord::new(req.id.clone(), time_ms(&req.id), route.to_owned())
     }
 }

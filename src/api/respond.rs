@@ -103,6 +103,8 @@ pub(super) struct Edge {
     pub body: Bytes,
     /// `x-switchyard-session`, when sent.
     pub session: Option<HeaderValue>,
+    /// The trace id of the client's `traceparent`, when it sent a valid one.
+    pub trace_id: Option<String>,
 }
 
 impl Edge {
@@ -141,6 +143,7 @@ impl Edge {
             timeout,
             body,
             session: h.get(crate::wire::session::HEADER).cloned(),
+            trace_id: crate::wire::session::trace_id(h.get(crate::wire::session::TRACEPARENT)),
         })
     }
 }
@@ -244,15 +247,9 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         );
         return refused(err.into_dialect_response(dialect));
     };
-    // Read only where a route keeps conversations on one target: it costs a look at the body.
-    let session = route.selection.affinity.then(|| {
-        crate::wire::session::session(
-            edge.session.as_ref(),
-            dialect,
-            &edge.body,
-            chat.messages_json(),
-        )
-    });
+    // For the audit record, and where a route keeps conversations on one target.
+    let session = (route.selection.affinity || state.audit.enabled())
+        .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &edge.body, &chat));
     let req = Request {
         id: id.to_owned(),
         chat,
@@ -261,6 +258,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         canonical: Arc::new(canonical),
         client,
         session: session.flatten(),
+        trace_id: edge.trace_id.clone(),
     };
     // A client that goes away drops this future mid-dispatch: the guard still files a record.
     let mut guard = Abandoned {

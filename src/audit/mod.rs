@@ -132,6 +132,12 @@ pub struct AuditRecord {
     /// Only with `audit.bodies = true`.
     pub request_body: Option<String>,
     pub response_body: Option<String>,
+    /// The conversation the request belongs to (see `wire::session`).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The W3C trace id of the client's `traceparent`, when it sent one.
+    #[serde(default)]
+    pub trace_id: Option<String>,
 }
 
 impl AuditRecord {
@@ -156,6 +162,8 @@ impl AuditRecord {
             path: Vec::new(),
             request_body: None,
             response_body: None,
+            session: None,
+            trace_id: None,
         }
     }
 }

@@ -193,6 +193,8 @@ async fn select(
                 path: r.try_get(15)?,
                 request_body: r.try_get(16)?,
                 response_body: r.try_get(17)?,
+                session: r.try_get(18)?,
+                trace_id: r.try_get(19)?,
             }
             .into_record(),
         );

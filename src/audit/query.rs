@@ -8,7 +8,8 @@ use crate::config::AuditStore;
 /// Most records one query returns.
 pub const MAX_LIMIT: usize = 10_000;
 
-/// Which records to read; every filter is optional. Results are newest first.
+/// Which records to read; every filter is optional. Results are newest first, except a
+/// session's (`session`): its turns in order, oldest first (the newest `limit` of them).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuditQuery {
     /// The public model name clients sent.
@@ -21,6 +22,8 @@ pub struct AuditQuery {
     pub since: Option<i64>,
     /// One request's record.
     pub request_id: Option<String>,
+    /// One session's records.
+    pub session: Option<String>,
     /// At most this many records (capped at [`MAX_LIMIT`]).
     pub limit: usize,
 }
@@ -65,6 +68,9 @@ impl AuditQuery {
             }
             add("request_id", "=", Param::Text(v.clone()));
         }
+        if let Some(v) = &self.session {
+            add("session", "=", Param::Text(v.clone()));
+        }
         let filter = if clauses.is_empty() {
             String::new()
         } else {
@@ -87,6 +93,14 @@ impl AuditQuery {
 pub async fn query(store: &AuditStore, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
     let mut store = Store::open_reader(store).await?;
     store.query(q).await
+}
+
+/// Records read newest first, in the order `q` asks for: a session's oldest first.
+pub(crate) fn in_order(q: &AuditQuery, mut records: Vec<AuditRecord>) -> Vec<AuditRecord> {
+    if q.session.is_some() {
+        records.reverse();
+    }
+    records
 }
 
 /// The store a `--db` value names: `sqlite://FILE`, `sqlite:FILE`, `postgres://...` or

@@ -10,7 +10,7 @@ use super::{AuditAttempt, AuditRecord};
 /// Stored columns, in the order of [`Row`]'s fields (every insert and select uses this order).
 pub(crate) const COLUMNS: &str = "request_id, time_ms, client_key_id, route, stream, status, \
      target, latency_ms, ttft_ms, tokens_in, tokens_out, turns_dropped, hedged, error, attempts, \
-     path, request_body, response_body";
+     path, request_body, response_body, session, trace_id";
 
 /// The version table, created before any migration runs.
 pub(crate) const VERSION_TABLE: &str =
@@ -55,6 +55,13 @@ pub(crate) const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     // Every index costs each insert; a query by route walks the time index newest first and
     // filters, as queries by target or status always have.
     (2, "DROP INDEX IF EXISTS audit_records_route_time;"),
+    // A request's session and its client's trace id. No index (each costs every insert): a
+    // session's turns are read newest first through the time index, like every query.
+    (
+        3,
+        "ALTER TABLE audit_records ADD COLUMN session TEXT;
+        ALTER TABLE audit_records ADD COLUMN trace_id TEXT;",
+    ),
 ];
 
 /// PostgreSQL migrations: (version, SQL).
@@ -104,6 +111,12 @@ pub(crate) const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
             ADD PRIMARY KEY (time_ms, id);
         DROP INDEX IF EXISTS audit_records_time;",
     ),
+    // As SQLite's version 3.
+    (
+        6,
+        "ALTER TABLE audit_records ADD COLUMN IF NOT EXISTS session TEXT, \
+            ADD COLUMN IF NOT EXISTS trace_id TEXT;",
+    ),
 ];
 
 /// One record as stored: plain column values.
@@ -128,6 +141,8 @@ pub(crate) struct Row {
     pub path: String,
     pub request_body: Option<String>,
     pub response_body: Option<String>,
+    pub session: Option<String>,
+    pub trace_id: Option<String>,
 }
 
 impl Row {
@@ -152,6 +167,8 @@ impl Row {
             path,
             request_body: self.request_body,
             response_body: self.response_body,
+            session: self.session,
+            trace_id: self.trace_id,
         }
     }
 }

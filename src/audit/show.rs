@@ -60,6 +60,48 @@ fn tokens(r: &AuditRecord) -> String {
     }
 }
 
+/// One session's turns (in order) under a summary: how many turns, which targets served them,
+/// how many failed over or were hedged, turns dropped, and time per turn.
+pub fn session(key: &str, turns: &[AuditRecord]) -> String {
+    if turns.is_empty() {
+        return format!("session {key}: no records\n");
+    }
+    let failed_over = turns
+        .iter()
+        .filter(|r| {
+            r.path
+                .iter()
+                .filter(|a| a.outcome != "skipped_breaker" && a.outcome != "skipped_budget")
+                .count()
+                > 1
+        })
+        .count();
+    let hedged = turns.iter().filter(|r| r.hedged).count();
+    let dropped: u32 = turns.iter().map(|r| r.turns_dropped).sum();
+    let mut targets: Vec<&str> = Vec::new();
+    for t in turns.iter().filter_map(|r| r.target.as_deref()) {
+        if !targets.contains(&t) {
+            targets.push(t);
+        }
+    }
+    let total_ms: f64 = turns.iter().map(|r| r.latency_ms).sum();
+    let failed = turns
+        .iter()
+        .filter(|r| r.status >= 400 || r.error.is_some())
+        .count();
+    let span = turns.last().map_or(0, |l| l.time_ms) - turns[0].time_ms;
+    let mut out = format!(
+        "session {key}: {} turns over {:.1} s, served by {}; {failed_over} failed over, {hedged} hedged, \
+         {dropped} turns dropped, {failed} failed; {:.0} ms per turn on average\n\n",
+        turns.len(),
+        span as f64 / 1000.0,
+        if targets.is_empty() { "-".to_owned() } else { targets.join(", ") },
+        total_ms / turns.len() as f64,
+    );
+    out.push_str(&table(turns));
+    out
+}
+
 /// A readable table: a header, then one line per record in the order given.
 pub fn table(records: &[AuditRecord]) -> String {
     let route_w = records
@@ -93,6 +135,9 @@ pub fn table(records: &[AuditRecord]) -> String {
         );
         if r.turns_dropped > 0 {
             let _ = write!(out, "  [{} turns dropped]", r.turns_dropped);
+        }
+        if r.hedged {
+            out.push_str("  [hedged]");
         }
         if let Some(e) = &r.error {
             let short: String = e.chars().take(80).collect();

@@ -17,12 +17,12 @@ use super::{AuditError, AuditRecord};
 /// How long a statement waits for another connection's lock before failing with "busy".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Rows per multi-row `INSERT` (18 parameters each, well under SQLite's limit).
+/// Rows per multi-row `INSERT` (20 parameters each, well under SQLite's limit).
 const ROWS_PER_INSERT: usize = 32;
 
 /// `INSERT` of `n` rows.
 fn insert_sql(n: usize) -> String {
-    let row = format!("({})", vec!["?"; 18].join(", "));
+    let row = format!("({})", vec!["?"; super::tuple::FIELDS].join(", "));
     format!(
         "INSERT INTO audit_records ({COLUMNS}) VALUES {}",
         vec![row; n].join(", ")
@@ -170,6 +170,8 @@ impl SqliteStore {
                     path: r.get(15)?,
                     request_body: r.get(16)?,
                     response_body: r.get(17)?,
+                    session: r.get(18)?,
+                    trace_id: r.get(19)?,
                 })
             })?;
             let mut out = Vec::new();
@@ -234,6 +236,8 @@ mod tests {
             }],
             request_body: None,
             response_body: Some("{}".into()),
+            session: Some("task-1".into()),
+            trace_id: None,
         };
         let store = SqliteStore::open_writer(&path_str)
             .await

@@ -58,12 +58,13 @@ impl Store {
         }
     }
 
-    /// Records matching `q`, newest first.
+    /// Records matching `q`, in its order (newest first; a session's oldest first).
     pub(super) async fn query(&mut self, q: &AuditQuery) -> Result<Vec<AuditRecord>, AuditError> {
-        match self {
-            Store::Sqlite(s) => s.query(q).await,
-            Store::Postgres(p) => p.query(q).await,
-        }
+        let newest_first = match self {
+            Store::Sqlite(s) => s.query(q).await?,
+            Store::Postgres(p) => p.query(q).await?,
+        };
+        Ok(super::query::in_order(q, newest_first))
     }
 }
 

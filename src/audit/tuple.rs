@@ -12,7 +12,7 @@ use super::redact::Redactor;
 use super::{AuditAttempt, AuditError, AuditRecord};
 
 /// Fields per tuple: the columns of `schema::COLUMNS`, in order.
-pub(crate) const FIELDS: usize = 18;
+pub(crate) const FIELDS: usize = 20;
 
 /// A field's stored type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +44,8 @@ pub(crate) const KINDS: [Kind; FIELDS] = [
     Kind::Text,   // path
     Kind::Text,   // request_body
     Kind::Text,   // response_body
+    Kind::Text,   // session
+    Kind::Text,   // trace_id
 ];
 
 /// What precedes the tuples in a binary `COPY`: the signature, no flags, no header extension.
@@ -82,6 +84,8 @@ pub(crate) fn encode(r: &AuditRecord, redactor: &Redactor, out: &mut Vec<u8>) {
     patch_len(out, at);
     redacted(out, r.request_body.as_deref(), redactor);
     redacted(out, r.response_body.as_deref(), redactor);
+    opt_text(out, r.session.as_deref());
+    opt_text(out, r.trace_id.as_deref());
 }
 
 /// The path as JSON, as serde would write it but with times to the microsecond. Written by
@@ -359,6 +363,8 @@ mod tests {
             }],
             request_body: None,
             response_body: Some("{}".into()),
+            session: Some("prompt:00ff".into()),
+            trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
         }
     }
 
@@ -399,6 +405,13 @@ mod tests {
         let path: Vec<AuditAttempt> = serde_json::from_str(path).unwrap();
         assert_eq!(path, record().path);
         assert_eq!((f[16], f[17]), (Field::Null, Field::Text("{}")));
+        assert_eq!(
+            (f[18], f[19]),
+            (
+                Field::Text("prompt:00ff"),
+                Field::Text("4bf92f3577b34da6a3ce929d0e0e4736")
+            )
+        );
         assert!(tuples.next_tuple().unwrap().is_some());
         assert!(tuples.next_tuple().unwrap().is_none());
     }

@@ -30,8 +30,11 @@ pub struct Request {
     pub canonical: Arc<Canonical>,
     /// What targets of the client's own dialect get as the client sent it.
     pub client: ClientWire,
-    /// The conversation it belongs to, when the route keeps sessions on one target.
+    /// The conversation it belongs to (with the audit log on, or where the route keeps
+    /// sessions on one target).
     pub session: Option<crate::wire::session::Session>,
+    /// The trace id of the client's `traceparent`.
+    pub trace_id: Option<String>,
 }
 
 /// What the client gets. Each body is in the inner (OpenAI) dialect, or in the client's own

@@ -39,6 +39,8 @@ pub struct ChatRequest {
     pub messages_range: Range<usize>,
     /// How to make the upstream stream report usage: `None` when the client already asked.
     usage_edit: Option<(Range<usize>, String)>,
+    /// The client's own conversation hint: `prompt_cache_key`, else `user` (a JSON value).
+    hint_range: Option<Range<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +53,10 @@ struct Shallow<'a> {
     stream_options: Option<&'a RawValue>,
     #[serde(borrow)]
     messages: Option<&'a RawValue>,
+    #[serde(borrow)]
+    prompt_cache_key: Option<&'a RawValue>,
+    #[serde(borrow)]
+    user: Option<&'a RawValue>,
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
@@ -105,6 +111,9 @@ impl ChatRequest {
         }
         let model_range = range_of(&body, model_raw);
         let messages_range = range_of(&body, messages);
+        let hint_range = (shallow.prompt_cache_key)
+            .or(shallow.user)
+            .map(|raw| range_of(&body, raw));
         Ok(ChatRequest {
             model,
             stream,
@@ -112,8 +121,14 @@ impl ChatRequest {
             model_range,
             messages_range,
             usage_edit,
+            hint_range,
             body,
         })
+    }
+
+    /// The client's conversation hint (`prompt_cache_key`, else `user`) as JSON, if it sent one.
+    pub fn hint_json(&self) -> Option<&[u8]> {
+        self.hint_range.clone().map(|r| &self.body[r])
     }
 
     /// The client's raw body.

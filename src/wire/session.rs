@@ -5,8 +5,9 @@
 //! The key is, in this order: the client's `x-switchyard-session` header; the client's own
 //! conversation hints (OpenAI and Responses `prompt_cache_key`, then `user`; Anthropic
 //! `metadata.user_id`); else a hash of the conversation's system prompt and first user
-//! message, which every turn of one conversation repeats. Hashes are FNV-1a, the same on
-//! every replica and every build.
+//! message, which every turn of one conversation repeats. Hashes ([`hash`]) are the same on
+//! every replica and every build, and cheap: a long system prompt is hashed by its first 8 KiB,
+//! its last 1 KiB and its length, eight bytes at a time.
 
 use std::borrow::Cow;
 
@@ -22,6 +23,28 @@ pub const HEADER: &str = "x-switchyard-session";
 
 /// Longest key kept as sent; a longer one is kept as its hash.
 const MAX_KEY: usize = 256;
+
+/// The W3C trace context header.
+pub const TRACEPARENT: &str = "traceparent";
+
+/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), lowercase; `None`
+/// when the header is absent or malformed (an all-zero id included).
+pub fn trace_id(header: Option<&HeaderValue>) -> Option<String> {
+    let v = header?.to_str().ok()?.trim();
+    let mut parts = v.split('-');
+    let (version, trace, parent, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let ok = hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && hex(parent, 16)
+        && hex(flags, 2)
+        && trace.bytes().any(|b| b != b'0')
+        && parent.bytes().any(|b| b != b'0')
+        && (version != "00" || parts.next().is_none());
+    ok.then(|| trace.to_ascii_lowercase())
+}
 
 /// A request's session key and its hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,17 +75,42 @@ impl Source {
     }
 }
 
-/// FNV-1a over `bytes`, continuing from `h`.
-pub fn fnv1a(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+/// A 64-bit hash of `bytes`, continuing from `h`: eight bytes at a time, each folded in with a
+/// multiply, the length last, then splitmix64's finaliser. Not for adversaries (a client can
+/// pick its session anyway); fast, and the same everywhere.
+pub fn hash(mut h: u64, bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(b)).wrapping_mul(K);
     }
-    h
+    let rest = words.remainder();
+    let mut b = [0u8; 8];
+    b[..rest.len()].copy_from_slice(rest);
+    h = (h.rotate_left(23) ^ u64::from_le_bytes(b)).wrapping_mul(K);
+    h = (h ^ bytes.len() as u64).wrapping_mul(K);
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
-/// FNV-1a's starting value.
-pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+/// [`hash`]'s starting value.
+pub const HASH_START: u64 = 0x243f_6a88_85a3_08d3;
+
+/// Bytes of a long message that its hash reads: the first [`HEAD`] and the last [`TAIL`].
+const HEAD: usize = 8 * 1024;
+const TAIL: usize = 1024;
+
+/// The hash of a message's content, bounded: a long one by its head, tail and length.
+fn hash_bounded(h: u64, bytes: &[u8]) -> u64 {
+    if bytes.len() <= HEAD + TAIL {
+        return hash(h, bytes);
+    }
+    let h = hash(h, &bytes[..HEAD]);
+    hash(h, &bytes[bytes.len() - TAIL..])
+}
 
 impl Session {
     fn of(key: &str, source: Source) -> Option<Session> {
@@ -70,7 +118,7 @@ impl Session {
         if key.is_empty() {
             return None;
         }
-        let hash = fnv1a(FNV_START, key.as_bytes());
+        let hash = hash(HASH_START, key.as_bytes());
         let key = if key.len() > MAX_KEY {
             format!("{}:{hash:016x}", source.as_str())
         } else {
@@ -97,12 +145,13 @@ struct Metadata<'a> {
 }
 
 /// The session of a request: `header` is its `x-switchyard-session`, `body` what the client
-/// sent in `dialect`, `messages` the inner (OpenAI) form's `messages` array.
+/// sent in `dialect`, `chat` its inner (OpenAI) form. An OpenAI client's hint was read with
+/// the rest of its body (`ChatRequest::hint_json`); another dialect's body is read for it here.
 pub fn session(
     header: Option<&HeaderValue>,
     dialect: Dialect,
     body: &[u8],
-    messages: &[u8],
+    chat: &crate::wire::ChatRequest,
 ) -> Option<Session> {
     if let Some(s) = header
         .and_then(|v| v.to_str().ok())
@@ -110,26 +159,35 @@ pub fn session(
     {
         return Some(s);
     }
-    if dialect != Dialect::Gemini {
-        // Fields of another type than expected are not hints: the request is read as it is.
-        if let Ok(h) = serde_json::from_slice::<Hints<'_>>(body) {
-            let hint = match dialect {
+    // Fields of another type than expected are not hints: the request is read as it is.
+    let hint: Option<Cow<'_, str>> = match dialect {
+        Dialect::OpenAi => chat
+            .hint_json()
+            .and_then(|raw| serde_json::from_slice::<Cow<'_, str>>(raw).ok()),
+        Dialect::Anthropic | Dialect::Responses => serde_json::from_slice::<Hints<'_>>(body)
+            .ok()
+            .and_then(|h| match dialect {
                 Dialect::Anthropic => h.metadata.and_then(|m| m.user_id),
                 _ => h.prompt_cache_key.or(h.user),
-            };
-            if let Some(s) = hint.and_then(|k| Session::of(&k, Source::Client)) {
-                return Some(s);
-            }
-        }
+            }),
+        Dialect::Gemini => None,
+    };
+    if let Some(s) = hint.and_then(|k| Session::of(&k, Source::Client)) {
+        return Some(s);
     }
+    prompt_session(chat.messages_json())
+}
+
+/// The session of a conversation without a key: the hash of its first turns.
+fn prompt_session(messages: &[u8]) -> Option<Session> {
     let (system, user) = first_turns(messages);
     let user = user?;
-    let mut h = FNV_START;
+    let mut h = HASH_START;
     if let Some(system) = system {
-        h = fnv1a(h, system.get().as_bytes());
+        h = hash_bounded(h, system.get().as_bytes());
     }
-    h = fnv1a(h, &[0xff]);
-    h = fnv1a(h, user.get().as_bytes());
+    h = hash(h, &[0xff]);
+    h = hash_bounded(h, user.get().as_bytes());
     Some(Session {
         key: format!("prompt:{h:016x}"),
         hash: h,
@@ -137,14 +195,17 @@ pub fn session(
     })
 }
 
+/// A message as far as its session needs it.
 #[derive(Deserialize)]
-struct Role<'a> {
+struct Turn<'a> {
     #[serde(borrow)]
     role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
 }
 
-/// The first system (or developer) message and the first user message of an OpenAI
-/// `messages` array, read no further than the latter.
+/// The contents of the first system (or developer) message and of the first user message of
+/// an OpenAI `messages` array, each message read once, none after the first user message.
 fn first_turns(messages: &[u8]) -> (Option<&RawValue>, Option<&RawValue>) {
     struct Walk<'a, 'o> {
         out: &'o mut (Option<&'a RawValue>, Option<&'a RawValue>),
@@ -155,14 +216,14 @@ fn first_turns(messages: &[u8]) -> (Option<&RawValue>, Option<&RawValue>) {
             f.write_str("an array of messages")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while let Some(m) = seq.next_element::<&'de RawValue>()? {
-                let role = serde_json::from_str::<Role<'_>>(m.get())
-                    .ok()
-                    .and_then(|r| r.role);
-                match role.as_deref() {
-                    Some("system" | "developer") if self.out.0.is_none() => self.out.0 = Some(m),
+            while let Some(m) = seq.next_element::<Turn<'de>>()? {
+                let Some(content) = m.content else { continue };
+                match m.role.as_deref() {
+                    Some("system" | "developer") if self.out.0.is_none() => {
+                        self.out.0 = Some(content);
+                    }
                     Some("user") => {
-                        self.out.1 = Some(m);
+                        self.out.1 = Some(content);
                         // Stop here: the rest of a long conversation is not read. The
                         // deserializer's complaint about the unread rest is expected.
                         return Err(serde::de::Error::custom("found"));
@@ -183,9 +244,32 @@ fn first_turns(messages: &[u8]) -> (Option<&RawValue>, Option<&RawValue>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
+    /// `hash(HASH_START, b"conversation-42")`, as every build must compute it.
+    const PINNED: u64 = 13_263_976_731_214_449_095;
+
+    /// The session of a request of `dialect` with this `body`, whose inner form has these
+    /// `messages` (and, for OpenAI, is the body itself).
     fn of(dialect: Dialect, body: &str, messages: &str) -> Option<Session> {
-        session(None, dialect, body.as_bytes(), messages.as_bytes())
+        session(
+            None,
+            dialect,
+            body.as_bytes(),
+            &chat(dialect, body, messages),
+        )
+    }
+
+    fn chat(dialect: Dialect, body: &str, messages: &str) -> crate::wire::ChatRequest {
+        let inner = if dialect == Dialect::OpenAi && body != "{}" {
+            let mut v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+            v["model"] = "m".into();
+            v["messages"] = serde_json::from_str(messages).unwrap_or_default();
+            v.to_string()
+        } else {
+            format!(r#"{{"model":"m","messages":{messages}}}"#)
+        };
+        crate::wire::ChatRequest::parse(bytes::Bytes::from(inner)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
@@ -193,7 +277,12 @@ mod tests {
         let h = HeaderValue::from_static("task-7");
         let body = r#"{"prompt_cache_key":"conv-1","user":"u"}"#;
         let msgs = r#"[{"role":"user","content":"hi"}]"#;
-        let s = session(Some(&h), Dialect::OpenAi, body.as_bytes(), msgs.as_bytes());
+        let s = session(
+            Some(&h),
+            Dialect::OpenAi,
+            body.as_bytes(),
+            &chat(Dialect::OpenAi, body, msgs),
+        );
         assert_eq!(
             s.map(|s| (s.key, s.source)),
             Some(("task-7".into(), Source::Header))
@@ -242,10 +331,61 @@ mod tests {
     }
 
     #[test]
+    fn trace_ids_come_from_valid_traceparents_only() {
+        let tp = |s: &'static str| trace_id(Some(&HeaderValue::from_static(s)));
+        assert_eq!(
+            tp("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01").as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(
+            tp("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(
+            tp("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
+            None
+        );
+        assert_eq!(
+            tp("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(tp("00-4bf92f3577b34da6-00f067aa0ba902b7-01"), None);
+        assert_eq!(
+            tp("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x"),
+            None
+        );
+        // A later version may add fields.
+        assert!(tp("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x").is_some());
+        assert_eq!(trace_id(None), None);
+    }
+
+    #[test]
+    fn the_hash_is_pinned_and_long_prompts_are_read_by_head_and_tail() {
+        // Replicas, and a gateway after an upgrade, must put a session where it was.
+        assert_eq!(hash(HASH_START, b"conversation-42"), PINNED);
+        assert_ne!(hash(HASH_START, b"a"), hash(HASH_START, b"a\0"));
+        let long = |head: char, tail: char| {
+            let text = format!("{head}{}{tail}", "x".repeat(100_000));
+            let msgs =
+                json!([{"role": "system", "content": text}, {"role": "user", "content": "go"}]);
+            of(Dialect::OpenAi, "{}", &msgs.to_string()).map(|s| s.hash)
+        };
+        assert_eq!(long('a', 'z'), long('a', 'z'));
+        assert_ne!(long('a', 'z'), long('b', 'z'), "the head counts");
+        assert_ne!(long('a', 'z'), long('a', 'y'), "the tail counts");
+    }
+
+    #[test]
     fn a_long_key_is_kept_as_its_hash() {
         let long = "k".repeat(1000);
         let h = HeaderValue::from_str(&long).ok();
-        let s = session(h.as_ref(), Dialect::OpenAi, b"{}", b"[]");
+        let msgs = r#"[{"role":"user","content":"hi"}]"#;
+        let s = session(
+            h.as_ref(),
+            Dialect::OpenAi,
+            b"{}",
+            &chat(Dialect::OpenAi, "{}", msgs),
+        );
         let key = s.map(|s| s.key).unwrap_or_default();
         assert!(key.starts_with("header:") && key.len() < 40, "{key}");
     }

@@ -125,6 +125,18 @@ try {
     if (!/\d+%/.test(cell)) throw new Error(`the route cell should give the share, says ${cell}`);
     step(`the shares are charted; ${targets[1]}'s route cell says ${cell}`);
   }
+  if (process.env.SWITCHYARD_SESSION) {
+    // The session view: one conversation's turns, in order, read from the audit log.
+    const session = process.env.SWITCHYARD_SESSION;
+    await page.fill("#session-key", session);
+    await page.click('#session-form button[type="submit"]');
+    await page.waitForFunction(() => document.querySelectorAll("#session-turns tbody tr").length >= 3);
+    const summary = await page.locator("#session-summary").textContent();
+    if (!summary.startsWith(`session ${session}: `)) throw new Error(`session summary: ${summary}`);
+    const first = await page.locator("#session-turns tbody tr").first().locator("td").first().textContent();
+    if (first !== "1") throw new Error(`the turns are numbered from 1, the first says ${first}`);
+    step(`the session view lists ${session}'s turns: ${summary}`);
+  }
   mkdirSync(path.dirname(shot), { recursive: true });
   await page.screenshot({ path: shot, fullPage: true });
   await admin(victim, "reset");

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::config::{Affinity, RouteConfig, Strategy};
 use crate::metrics::{names, Registry};
-use crate::wire::session::{fnv1a, FNV_START};
+use crate::wire::session::{hash, HASH_START};
 use share::Shares;
 
 /// Why an attempt went to its target (`picked` in the audit path).
@@ -143,7 +143,7 @@ impl Selection {
             shares,
             id_hashes: ids
                 .iter()
-                .map(|id| fnv1a(FNV_START, id.as_bytes()))
+                .map(|id| hash(HASH_START, id.as_bytes()))
                 .collect(),
             identity: (0..n).collect(),
             adaptive,
@@ -306,7 +306,7 @@ mod tests {
     fn first_counts(s: &Selection, n: usize, sessions: bool) -> Vec<usize> {
         let mut counts = vec![0; s.id_hashes.len()];
         for i in 0..n {
-            let key = sessions.then(|| fnv1a(FNV_START, format!("session-{i}").as_bytes()));
+            let key = sessions.then(|| hash(HASH_START, format!("session-{i}").as_bytes()));
             counts[s.order(key).0[0]] += 1;
         }
         counts
@@ -330,7 +330,7 @@ mod tests {
     #[test]
     fn a_session_gets_the_same_order_every_time_and_sessions_spread_by_weight() {
         let s = selection("weighted", &[1.0, 1.0, 2.0], "session");
-        let key = Some(fnv1a(FNV_START, b"conversation-42"));
+        let key = Some(hash(HASH_START, b"conversation-42"));
         let first = s.order(key).0.to_vec();
         for _ in 0..100 {
             assert_eq!(s.order(key).0.to_vec(), first);
@@ -345,7 +345,7 @@ mod tests {
     fn a_change_of_shares_moves_only_the_sessions_it_must() {
         let s = selection("weighted", &[1.0, 1.0, 1.0, 1.0], "session");
         let keys: Vec<u64> = (0..10_000)
-            .map(|i| fnv1a(FNV_START, format!("s{i}").as_bytes()))
+            .map(|i| hash(HASH_START, format!("s{i}").as_bytes()))
             .collect();
         let before: Vec<usize> = keys.iter().map(|k| s.order(Some(*k)).0[0]).collect();
         // The first target loses half its share to the others.
