@@ -83,6 +83,27 @@ fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
         "{report}"
     );
     assert!(report.contains("/dashboard"), "{report}");
+    // A session that failed over mid-conversation, and the command that shows it.
+    let session = report
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("a session:"))
+        .unwrap_or_else(|| panic!("no session line:\n{report}"));
+    assert!(session.contains("failed over on turn"), "{session}");
+    let command = report
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("switchyard audit") && l.contains("--session"))
+        .unwrap_or_else(|| panic!("no session command:\n{report}"));
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let shown = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(&args)
+        .output()
+        .expect("run the report's audit command");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let key = args.last().copied().unwrap_or_default();
+    assert!(shown.starts_with(&format!("session {key}: ")), "{shown}");
+    assert!(!shown.contains(" 0 failed over"), "{shown}");
     assert!(
         report.contains("result: every client request succeeded"),
         "{report}"

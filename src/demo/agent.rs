@@ -43,6 +43,8 @@ fn tools() -> Value {
 /// One conversation in progress.
 #[derive(Debug)]
 pub(super) struct Conversation {
+    /// Sent as `x-switchyard-session`, as an agent framework names its task.
+    session: String,
     messages: Vec<Value>,
     turns_left: u32,
     uses_tools: bool,
@@ -61,6 +63,8 @@ pub(super) struct Turn {
     pub stream: bool,
     /// Whether it must answer with a tool call (a planning turn).
     pub tool_step: bool,
+    /// The conversation's session.
+    pub session: String,
 }
 
 /// What came back, checked.
@@ -98,6 +102,7 @@ impl Conversation {
     pub(super) fn new(rng: &mut fastrand::Rng) -> Conversation {
         let uses_tools = rng.f64() < 0.35;
         let mut c = Conversation {
+            session: format!("demo-task-{:06x}", rng.u32(..0x100_0000)),
             messages: vec![json!({"role": "system", "content": SYSTEM})],
             turns_left: rng.u32(2..=6),
             uses_tools,
@@ -142,6 +147,7 @@ impl Conversation {
             body,
             stream,
             tool_step: self.plan_with_tool,
+            session: self.session.clone(),
         }
     }
 
@@ -197,6 +203,7 @@ pub(super) async fn send(
     let sent = client
         .post(format!("{base}/v1/chat/completions"))
         .header(http::header::CONTENT_TYPE, "application/json")
+        .header(crate::wire::session::HEADER, &turn.session)
         .body(turn.body.to_string())
         .send()
         .await;

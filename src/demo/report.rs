@@ -21,6 +21,8 @@ pub(super) struct Report<'a> {
     pub rps: u32,
     /// `(path, records)` of the audit log, or why there is none.
     pub audit: Result<(String, usize), String>,
+    /// A session that failed over mid-conversation, if one did.
+    pub failed_over: Option<FailedOver>,
     /// Where the gateway's log went.
     pub gateway_log: String,
     /// Where the config the demo ran is.
@@ -29,6 +31,17 @@ pub(super) struct Report<'a> {
     pub dashboard: String,
     /// Whether it stays up after the report.
     pub keep_running: bool,
+}
+
+/// A session that failed over on a turn after its first.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct FailedOver {
+    pub session: String,
+    /// Which turn failed over (1 is the first).
+    pub turn: usize,
+    pub turns: usize,
+    /// That turn's path, compact.
+    pub path: String,
 }
 
 fn ms(micros: u64) -> String {
@@ -211,6 +224,14 @@ impl Report<'_> {
                     out,
                     "               switchyard audit --db sqlite://{path} --last 20"
                 );
+                if let Some(f) = &self.failed_over {
+                    let _ = writeln!(
+                        out,
+                        "  a session:   {} failed over on turn {} of {} ({})\n               \
+                         switchyard audit --db sqlite://{path} --session {}",
+                        f.session, f.turn, f.turns, f.path, f.session
+                    );
+                }
             }
             Err(why) => {
                 let _ = writeln!(out, "  audit log:   {why}");

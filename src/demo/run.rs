@@ -191,8 +191,9 @@ pub(super) async fn demo(args: DemoArgs, dir: DemoDir) -> Result<(), AppError> {
         limit: audit::query::MAX_LIMIT,
         ..AuditQuery::default()
     };
-    let audit = audit::query::query(&store, &query)
-        .await
+    let records = audit::query::query(&store, &query).await;
+    let failed_over = records.as_deref().ok().and_then(failed_over_session);
+    let audit = records
         .map(|r| (audit_path, r.len()))
         .map_err(|e| format!("could not be read: {e}"));
     let phases = recorder.snapshot();
@@ -202,6 +203,7 @@ pub(super) async fn demo(args: DemoArgs, dir: DemoDir) -> Result<(), AppError> {
         counters: &counters,
         rps: args.rps,
         audit,
+        failed_over,
         gateway_log: dir.file("gateway.log").display().to_string(),
         config: config_path.display().to_string(),
         dashboard,
@@ -272,4 +274,41 @@ async fn stay_up(
     traffic.stop(Duration::from_secs(5)).await;
     progress.line("stopping: draining requests and flushing the audit log");
     Ok(())
+}
+
+/// A session that failed over mid-conversation (on a turn after its first), the longest such:
+/// its key, the turn that failed over, its number of turns, and that turn's path.
+fn failed_over_session(records: &[audit::AuditRecord]) -> Option<super::report::FailedOver> {
+    let mut turns: std::collections::HashMap<&str, Vec<&audit::AuditRecord>> =
+        std::collections::HashMap::new();
+    for r in records {
+        if let Some(s) = r.session.as_deref() {
+            turns.entry(s).or_default().push(r);
+        }
+    }
+    let tries = |r: &audit::AuditRecord| {
+        (r.path.iter())
+            .filter(|a| !a.outcome.starts_with("skipped_"))
+            .count()
+    };
+    let mut best: Option<super::report::FailedOver> = None;
+    for (session, mut t) in turns {
+        t.sort_by_key(|r| r.time_ms);
+        let Some(at) = t
+            .iter()
+            .skip(1)
+            .position(|r| tries(r) > 1 && r.status == 200)
+        else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|b| t.len() > b.turns) {
+            best = Some(super::report::FailedOver {
+                session: session.to_owned(),
+                turn: at + 2,
+                turns: t.len(),
+                path: audit::show::compact_path(&t[at + 1].path),
+            });
+        }
+    }
+    best
 }
