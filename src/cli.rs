@@ -68,6 +68,14 @@ pub enum Command {
         /// dropped, time per turn.
         #[arg(long)]
         session: Option<String>,
+        /// A summary instead of records: failovers per route and reason, latency and turns
+        /// dropped per serving target, the share of sessions that saw a failover.
+        #[arg(long, conflicts_with_all = ["session", "request_id"])]
+        report: bool,
+        /// With `--report`: over this long before now (`24h`, `30m`); default: every record,
+        /// up to the newest 200,000.
+        #[arg(long, requires = "report", value_parser = crate::config::parse_duration)]
+        since: Option<std::time::Duration>,
         /// Print the records as a JSON array instead of a table.
         #[arg(long)]
         json: bool,
@@ -122,12 +130,35 @@ pub async fn run(cli: Cli) -> Result<(), AppError> {
             last,
             request_id,
             session,
+            report,
+            since,
             json,
         } => {
             let store = match db {
                 Some(url) => audit::query::parse_db_url(&url)?,
                 None => audit_store_of(&config)?,
             };
+            if report {
+                let q = AuditQuery {
+                    since: since.map(|d| {
+                        crate::clock::wall_ms_i64()
+                            .saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                    }),
+                    limit: audit::query::MAX_REPORT,
+                    report: true,
+                    ..Default::default()
+                };
+                let records = audit::query::query(&store, &q).await?;
+                let rep = audit::report::report(&records);
+                let out = if json {
+                    serde_json::to_string_pretty(&rep)
+                        .map_err(|e| AuditError::Invalid(e.to_string()))?
+                } else {
+                    audit::report::render(&rep)
+                };
+                write_stdout(&format!("{}\n", out.trim_end()))?;
+                return Ok(());
+            }
             let by_session = session.is_some();
             let q = AuditQuery {
                 request_id,

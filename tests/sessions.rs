@@ -1,7 +1,8 @@
 //! Sessions in the audit log: a three-turn conversation with a failover on turn two reads back
 //! in order, with its session key and the client's trace id, from `GET /admin/audit?session=`
-//! and `switchyard audit --session`, on SQLite and PostgreSQL; the key comes from the header,
-//! the client's own hint, or the conversation's first turn.
+//! and `switchyard audit --session`, on SQLite and PostgreSQL, and `switchyard audit --report`
+//! sums it up; the key comes from the header, the client's own hint, or the conversation's
+//! first turn.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -67,7 +68,8 @@ async fn a_conversation_reads_back_in_order(store: TestStore) {
             .await;
         assert_eq!(resp.status(), 200);
         ids.push(header(&resp, "x-switchyard-request-id"));
-        // Another agent's turn in between.
+        // Another agent's turn in between, with the primary healthy.
+        m[0].set_plan(FaultPlan::default());
         let other = json!({"model": "chat", "messages": [{"role": "user", "content": "other"}]});
         assert_eq!(gw.chat(other).await.status(), 200);
         messages.push(json!({"role": "assistant", "content": "ok"}));
@@ -151,6 +153,21 @@ async fn a_conversation_reads_back_in_order(store: TestStore) {
     assert_eq!(json.len(), 3);
     assert_eq!(json[0]["request_id"], ids[0].as_str());
     assert_eq!(json[2]["trace_id"], TRACE);
+
+    // The report over the same records: one failover in six requests, one of two sessions.
+    let text = cli(&["audit", "--db", &url, "--report", "--since", "1h"]);
+    assert!(text.starts_with("audit report: 6 records"), "{text}");
+    assert!(text.contains("status 503 1"), "{text}");
+    assert!(
+        text.contains("sessions: 2, 1 of them saw a failover (50.0%)"),
+        "{text}"
+    );
+    let rep: Value =
+        serde_json::from_str(&cli(&["audit", "--db", &url, "--report", "--json"])).unwrap();
+    assert_eq!(rep["routes"]["chat"]["requests"], 6);
+    assert_eq!(rep["routes"]["chat"]["failed_over"], 1);
+    assert_eq!(rep["targets"]["p1/model-1"]["answered"], 1);
+    assert_eq!(rep["targets"]["p0/model-0"]["turns_dropped"]["0"], 5);
     store.cleanup().await;
 }
 both!(a_conversation_reads_back_in_order);

@@ -59,6 +59,7 @@ fn parse(p: Params) -> Result<AuditQuery, ApiError> {
         since: number("since", p.since, "a time in Unix milliseconds")?,
         request_id: given(p.request_id),
         session: given(p.session),
+        report: false,
         limit: limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
     })
 }

@@ -11,6 +11,7 @@
 mod postgres;
 pub mod query;
 pub mod redact;
+pub mod report;
 mod schema;
 pub mod show;
 mod sink;

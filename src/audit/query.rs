@@ -7,6 +7,8 @@ use crate::config::AuditStore;
 
 /// Most records one query returns.
 pub const MAX_LIMIT: usize = 10_000;
+/// Most records a report (`switchyard audit --report`) reads.
+pub const MAX_REPORT: usize = 200_000;
 
 /// Which records to read; every filter is optional. Results are newest first, except a
 /// session's (`session`): its turns in order, oldest first (the newest `limit` of them).
@@ -24,8 +26,10 @@ pub struct AuditQuery {
     pub request_id: Option<String>,
     /// One session's records.
     pub session: Option<String>,
-    /// At most this many records (capped at [`MAX_LIMIT`]).
+    /// At most this many records (capped at [`MAX_LIMIT`], or [`MAX_REPORT`] for a report).
     pub limit: usize,
+    /// For a report: the cap is [`MAX_REPORT`].
+    pub report: bool,
 }
 
 /// A bound value of a query.
@@ -76,7 +80,9 @@ impl AuditQuery {
         } else {
             format!(" WHERE {}", clauses.join(" AND "))
         };
-        let mut limit = self.limit.min(MAX_LIMIT);
+        let mut limit = self
+            .limit
+            .min(if self.report { MAX_REPORT } else { MAX_LIMIT });
         if self.request_id.is_some() {
             // One record per request: stop at the first.
             limit = limit.min(1);
