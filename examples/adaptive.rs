@@ -30,6 +30,17 @@ fn plan(ms: u64, errors: f64) -> FaultPlan {
     }
 }
 
+/// `n` mocks named `{prefix}0`, `{prefix}1`, ..., answering in 20 ms.
+async fn healthy_mocks(prefix: &str, n: usize) -> Vec<MockServer> {
+    let spawn =
+        (0..n).map(|i| async move { MockServer::spawn(&format!("{prefix}{i}")).await.unwrap() });
+    let mocks = futures_util::future::join_all(spawn).await;
+    for m in &mocks {
+        m.set_plan(plan(20, 0.0));
+    }
+    mocks
+}
+
 /// A gateway in this process over `mocks` with `route` (TOML after the providers); its base URL.
 async fn gateway(mocks: &[&MockServer], route: &str) -> String {
     let mut toml = String::from("[audit]\nstore = \"off\"\n\n");
@@ -248,13 +259,7 @@ async fn main() {
         } else {
             format!("{table}{interval}")
         };
-        let m: Vec<MockServer> = futures_util::future::join_all(
-            (0..3).map(|i| async move { MockServer::spawn(&format!("m{i}")).await.unwrap() }),
-        )
-        .await;
-        for x in &m {
-            x.set_plan(plan(20, 0.0));
-        }
+        let m = healthy_mocks("m", 3).await;
         let route = format!(
             "[[routes]]\nname = \"chat\"\n{strategy}{}\n[routes.hedge]\nenabled = false\n{table}",
             targets(3, weights)
@@ -298,13 +303,7 @@ async fn main() {
     }
 
     // Two equal targets, sessions from a pool of 200.
-    let m: Vec<MockServer> = futures_util::future::join_all(
-        (0..2).map(|i| async move { MockServer::spawn(&format!("e{i}")).await.unwrap() }),
-    )
-    .await;
-    for x in &m {
-        x.set_plan(plan(20, 0.0));
-    }
+    let m = healthy_mocks("e", 2).await;
     let route = format!(
         "[[routes]]\nname = \"chat\"\nstrategy = \"adaptive\"\n{}\n[routes.hedge]\nenabled = false\n[routes.adaptive]\n{interval}",
         targets(2, &[])

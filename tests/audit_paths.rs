@@ -11,22 +11,6 @@ use support::*;
 use switchyard::audit::AuditRecord;
 use switchyard::mock::FaultPlan;
 
-/// Run a scenario against both stores.
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::TestStore::sqlite()).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                super::$name(super::TestStore::postgres().await).await;
-            }
-        }
-    };
-}
-
 /// Each attempt as (target, outcome, upstream status).
 fn path(rec: &AuditRecord) -> Vec<(String, String, Option<u16>)> {
     rec.path

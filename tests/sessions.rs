@@ -12,21 +12,6 @@ use support::audit::{eventually, TestStore};
 use support::*;
 use switchyard::mock::FaultPlan;
 
-macro_rules! both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                super::$name(super::TestStore::sqlite()).await;
-            }
-            #[tokio::test]
-            async fn postgres() {
-                super::$name(super::TestStore::postgres().await).await;
-            }
-        }
-    };
-}
-
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
 async fn session_records(gw: &Gateway, key: &str, n: usize) -> Vec<Value> {

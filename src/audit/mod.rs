@@ -107,6 +107,22 @@ pub struct AuditAttempt {
     pub picked: Option<String>,
 }
 
+#[cfg(test)]
+impl AuditAttempt {
+    /// An attempt of a millisecond, for tests of what reads paths.
+    pub(crate) fn of(target: &str, outcome: &str, status: Option<u16>) -> AuditAttempt {
+        AuditAttempt {
+            target: target.into(),
+            start_ms: 0.0,
+            duration_ms: 1.0,
+            outcome: outcome.into(),
+            status,
+            carried_chars: None,
+            picked: None,
+        }
+    }
+}
+
 /// One client request, as the audit log keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {

@@ -158,15 +158,7 @@ mod tests {
     use super::*;
 
     fn a(target: &str, outcome: &str, status: Option<u16>) -> AuditAttempt {
-        AuditAttempt {
-            target: target.into(),
-            start_ms: 0.0,
-            duration_ms: 1.0,
-            outcome: outcome.into(),
-            status,
-            carried_chars: None,
-            picked: None,
-        }
+        AuditAttempt::of(target, outcome, status)
     }
 
     #[test]

@@ -224,3 +224,22 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Run the scenario `async fn $name(store: TestStore)` against a new SQLite file and a new
+/// PostgreSQL schema, as two tests (`$name::sqlite`, `$name::postgres`); `TestStore` must be
+/// in scope where it is used.
+#[macro_export]
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(super::TestStore::sqlite()).await;
+            }
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(super::TestStore::postgres().await).await;
+            }
+        }
+    };
+}
