@@ -372,3 +372,25 @@ pub fn responses_db() -> String {
     let path = std::env::temp_dir().join(format!("switchyard-responses-{}.db", fastrand::u64(..)));
     format!("sqlite://{}", path.display())
 }
+
+/// `toml` (from [`config`]) with `extra` lines in `[server]`.
+pub fn with_server(toml: &str, extra: &str) -> String {
+    toml.replacen(
+        "max_body = \"64KiB\"\n",
+        &format!("max_body = \"64KiB\"\n{extra}\n"),
+        1,
+    )
+}
+
+/// The value of `switchyard_limits_total{limit}` in the gateway's metrics, read in this
+/// process (a connection of its own could itself be refused by a limit under test).
+pub async fn limit_count(state: &switchyard::api::AppState, limit: &str) -> u64 {
+    let (status, text) = get_in_process(state, "/metrics").await;
+    assert_eq!(status, 200);
+    let series = format!("switchyard_limits_total{{limit=\"{limit}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .parse()
+        .unwrap()
+}
