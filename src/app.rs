@@ -37,6 +37,8 @@ pub enum AppError {
     Audit(#[from] crate::audit::AuditError),
     #[error("responses store: {0}")]
     Responses(#[from] crate::response_store::ResponseStoreError),
+    #[error("{0}")]
+    Telemetry(String),
 }
 
 /// Build the shared state for a config.
@@ -58,6 +60,7 @@ pub fn build_state(config: Config) -> Result<AppState, AppError> {
         routing: Arc::new(ArcSwap::from_pointee(routing)),
         shared,
         audit: Audit::off(),
+        telemetry: crate::telemetry::Telemetry::off(),
         responses: ResponseStore::off(),
         reasoning: Arc::default(),
         auth: Arc::new(arc_swap::ArcSwapOption::new(auth)),
@@ -108,12 +111,14 @@ async fn draining(readiness: Readiness, shutdown: impl Future<Output = ()>) {
     readiness.set_draining();
 }
 
-/// What runs beside the server: the audit writer, the responses store's writer, the health
-/// prober, the cluster sync.
+/// What runs beside the server: the audit writer, the responses store's writer, the trace
+/// exporter, the health prober, the cluster sync.
 struct Background {
     audit_writer: Option<crate::audit::AuditWriter>,
     /// Started here (and so shut down here).
     responses: Option<ResponseStore>,
+    /// The trace exporter, with `[telemetry]`.
+    traces: Option<crate::telemetry::Exporter>,
     prober: tokio::task::JoinHandle<()>,
     /// Recomputes adaptive routes' shares.
     shares: tokio::task::JoinHandle<()>,
@@ -140,9 +145,19 @@ impl Background {
             *state = state.with_responses(store.clone());
             responses = Some(store);
         }
+        let mut traces = None;
+        let telemetry = state.routing.load().config.telemetry.clone();
+        if let (Some(config), false) = (telemetry, state.telemetry.enabled()) {
+            let (handle, exporter) =
+                crate::telemetry::Telemetry::start(&config, &state.shared.metrics)
+                    .map_err(AppError::Telemetry)?;
+            *state = state.with_telemetry(handle);
+            traces = Some(exporter);
+        }
         Ok(Background {
             audit_writer,
             responses,
+            traces,
             prober: tokio::spawn(probe::run(state.routing.clone())),
             shares: tokio::spawn(crate::routing::select::run::run(state.routing.clone())),
             cluster: state
@@ -170,7 +185,12 @@ impl Background {
                 store.shutdown().await;
             }
         };
-        tokio::join!(audit, responses);
+        let traces = async {
+            if let Some(exporter) = self.traces {
+                exporter.shutdown().await;
+            }
+        };
+        tokio::join!(audit, responses, traces);
     }
 }
 
@@ -397,6 +417,7 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
         ("[audit]", config.audit != running.audit),
         ("[responses]", config.responses != running.responses),
         ("[cluster]", config.cluster != running.cluster),
+        ("[telemetry]", config.telemetry != running.telemetry),
     ]
     .into_iter()
     .filter_map(|(table, changed)| changed.then_some(table))

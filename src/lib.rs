@@ -94,4 +94,5 @@ pub mod request_id;
 pub mod response_store;
 pub mod routing;
 pub mod stats;
+pub mod telemetry;
 pub mod wire;

@@ -28,6 +28,7 @@ pub mod names {
     pub const LIMITS: &str = "switchyard_limits_total";
     pub const RESPONSES_STORE: &str = "switchyard_responses_store_total";
     pub const TARGET_SHARE: &str = "switchyard_target_share";
+    pub const TRACE_SPANS: &str = "switchyard_trace_spans_total";
 }
 
 /// The `limit` label of [`names::LIMITS`]: which bound acted. One series per value, made at
@@ -153,6 +154,10 @@ fn help(name: &str) -> (&'static str, &'static str) {
         names::RESPONSES_STORE => (
             "counter",
             "Responses API responses the gateway's store wrote or did not, by outcome.",
+        ),
+        names::TRACE_SPANS => (
+            "counter",
+            "Trace spans exported, dropped (queue full) or failed (collector down), by outcome.",
         ),
         _ => ("untyped", ""),
     }

@@ -1,9 +1,11 @@
-//! Building a request's audit record at the edge: at once for whole answers and errors, and
-//! when the stream ends for streams (complete, broken, or abandoned by the client).
+//! Filing a request at the edge, to the audit log and (when it is traced) the trace exporter:
+//! at once for whole answers and errors, and when the stream ends for streams (complete,
+//! broken, or abandoned by the client).
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, Stream};
@@ -13,27 +15,96 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use crate::audit::millis;
 use crate::audit::{Audit, AuditRecord};
-use crate::routing::path::AttemptOutcome;
+use crate::routing::path::{Attempt, AttemptOutcome};
 use crate::routing::relay::StreamReport;
 use crate::routing::request::Request;
+use crate::telemetry::{Telemetry, Traced};
+use crate::wire::trace::Trace;
 use crate::wire::Usage;
 
-/// A record with what is known when the request starts.
-pub(super) fn draft(
-    audit: &Audit,
-    req: &Request,
-    route: &str,
-    client_key_id: Option<String>,
-) -> AuditRecord {
-    AuditRecord {
-        client_key_id,
-        stream: req.chat.stream,
-        request_body: audit
-            .bodies()
-            .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
-        session: req.session.as_ref().map(|s| s.key.clone()),
-        trace_id: req.trace_id.clone(),
-        ..AuditRecord::new(req.id.clone(), time_ms(&req.id), route.to_owned())
+/// Where a finished request goes: the audit log, and the trace exporter when it is traced.
+#[derive(Clone)]
+pub(crate) struct Recorder {
+    pub(crate) audit: Audit,
+    pub(crate) telemetry: Telemetry,
+}
+
+/// A request as it ends: its audit record (whose `path` is written from `path` when it is
+/// filed), its path as the race kept it, and its trace.
+pub(super) struct Finished {
+    pub record: AuditRecord,
+    /// Targets passed over (breaker open, then retry budget spent), then the attempts.
+    pub path: Vec<Attempt>,
+    pub trace: Option<Trace>,
+}
+
+impl Recorder {
+    /// Whether a request's record is kept at all: the audit log is on or the request is traced.
+    pub(super) fn keeps(&self, trace: Option<&Trace>) -> bool {
+        self.audit.enabled() || trace.is_some()
+    }
+
+    /// What is known when the request starts.
+    pub(super) fn draft(
+        &self,
+        req: &Request,
+        route: &str,
+        client_key_id: Option<String>,
+    ) -> Finished {
+        let record = AuditRecord {
+            client_key_id,
+            stream: req.chat.stream,
+            request_body: self
+                .audit
+                .bodies()
+                .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
+            session: req.session.as_ref().map(|s| s.key.clone()),
+            trace_id: req.trace_id.clone(),
+            ..AuditRecord::new(req.id.clone(), time_ms(&req.id), route.to_owned())
+        };
+        Finished {
+            record,
+            path: Vec::new(),
+            trace: req.trace,
+        }
+    }
+
+    /// File a request that took `latency`: its record to the audit log, its spans to the
+    /// exporter.
+    pub(super) fn file(&self, f: Finished, latency: Duration) {
+        let Finished {
+            mut record,
+            path,
+            trace,
+        } = f;
+        record.latency_ms = millis(latency);
+        let Some(trace) = trace else {
+            record.path = path.iter().map(Attempt::audit).collect();
+            self.audit.submit(record);
+            return;
+        };
+        let traced = if self.audit.enabled() {
+            record.path = path.iter().map(Attempt::audit).collect();
+            // The spans carry neither bodies nor the stored path.
+            let request_body = record.request_body.take();
+            let response_body = record.response_body.take();
+            let stored = std::mem::take(&mut record.path);
+            let copy = record.clone();
+            record.request_body = request_body;
+            record.response_body = response_body;
+            record.path = stored;
+            self.audit.submit(record);
+            copy
+        } else {
+            record
+        };
+        self.telemetry.submit(Traced {
+            trace,
+            end: SystemTime::now(),
+            latency,
+            record: traced,
+            path,
+        });
     }
 }
 
@@ -74,68 +145,67 @@ pub(super) fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
     }
 }
 
-/// A stream body that submits its audit record when it ends or is dropped.
+/// A stream body that files its request when it ends or is dropped.
 pub(super) struct AuditedStream {
     inner: BoxStream<'static, Result<Bytes, Infallible>>,
-    record: Option<AuditRecord>,
-    /// The entry of the record's path whose attempt committed the stream.
+    finished: Option<Finished>,
+    /// The entry of the path whose attempt committed the stream.
     served: Option<usize>,
-    audit: Audit,
+    recorder: Recorder,
     report: oneshot::Receiver<StreamReport>,
     started: Instant,
 }
 
 impl AuditedStream {
-    /// Wrap `inner`; `record` has everything but how the stream ends; `served` is the entry
+    /// Wrap `inner`; `finished` has everything but how the stream ends; `served` is the entry
     /// of its path that committed the stream.
     pub(super) fn new(
         inner: BoxStream<'static, Result<Bytes, Infallible>>,
-        record: AuditRecord,
+        finished: Finished,
         served: Option<usize>,
-        audit: Audit,
+        recorder: Recorder,
         report: oneshot::Receiver<StreamReport>,
         started: Instant,
     ) -> Self {
         AuditedStream {
             inner,
-            record: Some(record),
+            finished: Some(finished),
             served,
-            audit,
+            recorder,
             report,
             started,
         }
     }
 
     fn submit(&mut self) {
-        let Some(mut rec) = self.record.take() else {
+        let Some(mut f) = self.finished.take() else {
             return;
         };
-        rec.latency_ms = millis(self.started.elapsed());
         // The report says how the committed attempt really ended and which targets continued
         // the answer after it.
-        let served = self.served.filter(|&i| i < rec.path.len());
+        let served = self.served.filter(|&i| i < f.path.len());
         match self.report.try_recv() {
             Ok(report) => {
-                set_usage(&mut rec, report.usage);
-                let mut attempts = report.attempts.iter();
+                set_usage(&mut f.record, report.usage);
+                let mut attempts = report.attempts.into_iter();
                 if let (Some(i), Some(first)) = (served, attempts.next()) {
-                    rec.path[i].duration_ms = millis(first.duration);
-                    rec.path[i].outcome = first.outcome.label().to_owned();
+                    f.path[i].duration = first.duration;
+                    f.path[i].outcome = first.outcome;
                 }
                 for a in attempts {
-                    rec.target = Some(a.target.id().to_owned());
-                    rec.path.push(a.audit());
+                    f.record.target = Some(a.target.id().to_owned());
+                    f.path.push(a);
                 }
-                rec.error = report.error;
+                f.record.error = report.error;
             }
             Err(_) => {
                 if let Some(i) = served {
-                    rec.path[i].outcome = AttemptOutcome::Cancelled.label().to_owned();
+                    f.path[i].outcome = AttemptOutcome::Cancelled;
                 }
-                rec.error = Some("the client disconnected before the stream ended".into());
+                f.record.error = Some("the client disconnected before the stream ended".into());
             }
         }
-        self.audit.submit(rec);
+        self.recorder.file(f, self.started.elapsed());
     }
 }
 

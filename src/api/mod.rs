@@ -45,12 +45,30 @@ impl AppState {
         })
     }
 
+    /// The same state with another trace exporter handle.
+    pub fn with_telemetry(&self, telemetry: crate::telemetry::Telemetry) -> AppState {
+        AppState::new(StateParts {
+            telemetry,
+            ..StateParts::clone(&self.0)
+        })
+    }
+
     /// The same state with another responses store.
     pub fn with_responses(&self, responses: ResponseStore) -> AppState {
         AppState::new(StateParts {
             responses,
             ..StateParts::clone(&self.0)
         })
+    }
+}
+
+impl StateParts {
+    /// Where finished requests go.
+    pub(crate) fn recorder(&self) -> audited::Recorder {
+        audited::Recorder {
+            audit: self.audit.clone(),
+            telemetry: self.telemetry.clone(),
+        }
     }
 }
 
@@ -71,6 +89,8 @@ pub struct StateParts {
     pub shared: Arc<Shared>,
     /// The audit log's handle.
     pub audit: Audit,
+    /// The trace exporter's handle (`[telemetry]`).
+    pub telemetry: crate::telemetry::Telemetry,
     /// The Responses API responses the gateway served (`[responses]`), for
     /// `previous_response_id` and `/v1/responses/{id}`.
     pub responses: ResponseStore,

@@ -11,7 +11,7 @@ use http::{header, HeaderMap, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use tokio::time::Instant;
 
-use super::audited::{self, AuditedStream};
+use super::audited::{self, AuditedStream, Finished, Recorder};
 use super::error::ApiError;
 use super::{headers, AppState};
 use crate::audit::millis;
@@ -19,6 +19,7 @@ use crate::canonical::Dialect;
 use crate::config::parse_duration;
 use crate::routing::dispatch::dispatch;
 use crate::routing::request::{Answer, Request};
+use crate::wire::trace::{TraceParent, TRACEPARENT};
 use crate::wire::transcode::{self, Canonical};
 use crate::wire::{ChatRequest, ClientWire};
 
@@ -103,8 +104,8 @@ pub(super) struct Edge {
     pub body: Bytes,
     /// `x-switchyard-session`, when sent.
     pub session: Option<HeaderValue>,
-    /// The trace id of the client's `traceparent`, when it sent a valid one.
-    pub trace_id: Option<String>,
+    /// The client's `traceparent`, when it sent a valid one.
+    pub traceparent: Option<TraceParent>,
 }
 
 impl Edge {
@@ -143,7 +144,7 @@ impl Edge {
             timeout,
             body,
             session: h.get(crate::wire::session::HEADER).cloned(),
-            trace_id: crate::wire::session::trace_id(h.get(crate::wire::session::TRACEPARENT)),
+            traceparent: h.get(TRACEPARENT).and_then(TraceParent::parse),
         })
     }
 }
@@ -181,21 +182,20 @@ fn error_body(dialect: Dialect, status: StatusCode, body: Bytes, from: Dialect) 
     Bytes::from(dialect.write_error(&err))
 }
 
-/// Files the audit record of a request whose client disconnected before its answer.
+/// Files a request whose client disconnected before its answer.
 struct Abandoned<'a> {
-    audit: &'a crate::audit::Audit,
-    record: Option<crate::audit::AuditRecord>,
+    recorder: &'a Recorder,
+    finished: Option<Finished>,
     started: Instant,
 }
 
 impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
-        if let Some(mut rec) = self.record.take() {
-            rec.status = 499;
-            rec.latency_ms = millis(self.started.elapsed());
-            rec.error =
+        if let Some(mut f) = self.finished.take() {
+            f.record.status = 499;
+            f.record.error =
                 Some("the client disconnected before the answer; attempts were cancelled".into());
-            self.audit.submit(rec);
+            self.recorder.file(f, self.started.elapsed());
         }
     }
 }
@@ -250,6 +250,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
     // For the audit record, and where a route keeps conversations on one target.
     let session = (route.selection.affinity || state.audit.enabled())
         .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &edge.body, &chat));
+    let trace = state.telemetry.trace(edge.traceparent);
     let req = Request {
         id: id.to_owned(),
         chat,
@@ -258,31 +259,36 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         canonical: Arc::new(canonical),
         client,
         session: session.flatten(),
-        trace_id: edge.trace_id.clone(),
+        // The gateway's trace when it traces the request, else the client's.
+        trace_id: (trace.map(|t| t.trace_id))
+            .or(edge.traceparent.map(|p| p.trace_id))
+            .map(|id| format!("{id:032x}")),
+        trace,
     };
+    let recorder = &state.recorder();
     // A client that goes away drops this future mid-dispatch: the guard still files a record.
     let mut guard = Abandoned {
-        audit: &state.audit,
-        record: state
-            .audit
-            .enabled()
-            .then(|| audited::draft(&state.audit, &req, &route.config.name, edge.client_key_id)),
+        recorder,
+        finished: recorder
+            .keeps(req.trace.as_ref())
+            .then(|| recorder.draft(&req, &route.config.name, edge.client_key_id)),
         started,
     };
-    let outcome = dispatch(route, &req).await;
-    let mut record = guard.record.take();
+    let mut outcome = dispatch(route, &req).await;
+    let mut finished = guard.finished.take();
     let attempts = outcome.path.len();
     let hedged = outcome.hedged;
     let turns_dropped = outcome.turns_dropped;
     let served = outcome.served_by().cloned();
-    // The entry of the audit path that committed a stream (made only with the audit log on).
+    // The entry of the path that committed a stream (kept only when the request is filed).
     let mut served_entry = None;
-    if let Some(rec) = &mut record {
-        (rec.path, served_entry) = outcome.audit_path();
-        rec.target = served.as_ref().map(|t| t.id().to_owned());
-        rec.hedged = hedged;
-        rec.turns_dropped = turns_dropped as u32;
+    if let Some(f) = &mut finished {
+        (f.path, served_entry) = outcome.take_path();
+        f.record.target = served.as_ref().map(|t| t.id().to_owned());
+        f.record.hedged = hedged;
+        f.record.turns_dropped = turns_dropped as u32;
     }
+    let mut record = finished.as_mut().map(|f| &mut f.record);
     let mut resp = match outcome.result {
         Ok(Answer::Full {
             body,
@@ -310,16 +316,15 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
             // The client's time to first token: from its request, failed attempts included
             // (the attempt's own is in the target's SLIs).
             let ttft = started.elapsed();
-            let body = match record.take() {
-                Some(mut rec) => {
-                    rec.status = 200;
-                    rec.ttft_ms = Some(millis(ttft));
-                    let audit = state.audit.clone();
+            let body = match finished.take() {
+                Some(mut f) => {
+                    f.record.status = 200;
+                    f.record.ttft_ms = Some(millis(ttft));
                     Box::pin(AuditedStream::new(
                         body,
-                        rec,
+                        f,
                         served_entry,
-                        audit,
+                        recorder.clone(),
                         report,
                         started,
                     ))
@@ -367,9 +372,8 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
                 .into_dialect_response(dialect)
         }
     };
-    if let Some(mut rec) = record {
-        rec.latency_ms = millis(started.elapsed());
-        state.audit.submit(rec);
+    if let Some(f) = finished {
+        recorder.file(f, started.elapsed());
     }
     let h = resp.headers_mut();
     if let Some(target) = served {

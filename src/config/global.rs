@@ -138,6 +138,34 @@ impl fmt::Debug for ClusterConfig {
     }
 }
 
+/// `[telemetry]`: traces exported over OTLP/HTTP.
+#[derive(Clone, PartialEq)]
+pub struct TelemetryConfig {
+    /// The collector's base URL; spans go to `{otlp_endpoint}/v1/traces`.
+    pub otlp_endpoint: String,
+    /// The share of requests traced when the client sent no sampled `traceparent`.
+    pub sample_ratio: f64,
+    /// `service.name` of the spans.
+    pub service_name: String,
+}
+
+impl TelemetryConfig {
+    /// Where the spans are posted.
+    pub fn traces_url(&self) -> String {
+        format!("{}/v1/traces", self.otlp_endpoint.trim_end_matches('/'))
+    }
+}
+
+impl fmt::Debug for TelemetryConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelemetryConfig")
+            .field("otlp_endpoint", &redact_url(&self.otlp_endpoint))
+            .field("sample_ratio", &self.sample_ratio)
+            .field("service_name", &self.service_name)
+            .finish()
+    }
+}
+
 /// A URL with the password in its user info (`scheme://user:pass@host`) replaced by `***`, for
 /// logs and `Debug` output.
 pub fn redact_url(url: &str) -> String {

@@ -26,7 +26,7 @@ use std::time::Duration;
 pub use duration::{format_duration, parse_duration, parse_size};
 pub use global::{
     redact_url, AuditConfig, AuditStore, AuthConfig, ClusterConfig, ResponsesConfig,
-    ResponsesStore, DEFAULT_RESPONSES_MAX_BYTES,
+    ResponsesStore, TelemetryConfig, DEFAULT_RESPONSES_MAX_BYTES,
 };
 pub use policy::{
     AdaptivePolicy, Affinity, BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy,
@@ -50,6 +50,8 @@ pub struct Config {
     pub auth: Option<AuthConfig>,
     /// `[cluster]`: shared breaker state; `None` keeps it per replica.
     pub cluster: Option<ClusterConfig>,
+    /// `[telemetry]`: traces; `None` builds and exports none.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// `[server]`

@@ -15,6 +15,7 @@ use crate::metrics::bump;
 use crate::provider::{self, read_at_most, Body, ByteStream, SendError};
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::SseDecoder;
+use crate::wire::trace::{Trace, TraceParent, TRACEPARENT};
 use crate::wire::{transcode, ClientWire, Usage};
 
 /// A stream that passed its commit point, ready to be relayed.
@@ -35,6 +36,8 @@ pub struct Committed {
 pub struct Forward<'a> {
     client: Option<&'a ClientWire>,
     native: bool,
+    /// A traced request's trace id and this call's span: sent as its `traceparent`.
+    trace: Option<(u128, u64)>,
 }
 
 impl<'a> Forward<'a> {
@@ -43,6 +46,15 @@ impl<'a> Forward<'a> {
         Forward {
             client: target.speaks(client.dialect).then_some(client),
             native,
+            trace: None,
+        }
+    }
+
+    /// The same, sent as span `span` of `trace` (when the request is traced).
+    pub fn traced(self, trace: Option<&Trace>, span: u64) -> Forward<'a> {
+        Forward {
+            trace: trace.map(|t| (t.trace_id, span)),
+            ..self
         }
     }
 
@@ -124,6 +136,10 @@ async fn send_to(
     if probe {
         req.headers_mut()
             .insert(PROBE_HEADER, HeaderValue::from_static("1"));
+    }
+    if let Some((trace_id, span)) = forward.trace {
+        req.headers_mut()
+            .insert(TRACEPARENT, TraceParent::header(trace_id, span));
     }
     if let Some(client) = forward.client {
         let headers = req.headers_mut();
@@ -250,6 +266,7 @@ pub async fn call_count_tokens(
     let forward = Forward {
         client: Some(client),
         native: true,
+        trace: None,
     };
     let call = async {
         let resp = send_to(target, &url, body, false, forward).await?;

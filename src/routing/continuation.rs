@@ -22,6 +22,7 @@ use super::select::Picked;
 use super::Route;
 use crate::canonical::ErrorClass;
 use crate::wire::sse::encode_data;
+use crate::wire::trace::{fresh_span, Trace};
 use crate::wire::transcode::Canonical;
 use crate::wire::ChatRequest;
 
@@ -54,6 +55,8 @@ pub struct Continuation {
     /// The request's order of the targets (indices into the route): continuations follow it.
     pub order: Arc<[usize]>,
     pub splicer: Splicer,
+    /// The request's trace, when it is traced: each try sends a `traceparent` of its own.
+    pub trace: Option<Trace>,
 }
 
 /// Fits a continuation's chunks onto what the client already has.
@@ -68,6 +71,8 @@ pub struct Resumed {
     pub committed: Committed,
     pub mode: Mode,
     pub start: Instant,
+    /// Its span in the request's trace (0 untraced).
+    pub span: u64,
 }
 
 impl Continuation {
@@ -149,11 +154,12 @@ impl Continuation {
                     }
                 };
                 let start = Instant::now();
+                let span = self.trace.map_or(0, |_| fresh_span());
                 let first_token = crate::clock::after(
                     start,
                     policy.first_token_timeout.min(policy.attempt_timeout),
                 );
-                let forward = Forward::default();
+                let forward = Forward::default().traced(self.trace.as_ref(), span);
                 let deadline = first_token.min(deadline);
                 match call_stream(target, body, client_wants_usage, deadline, forward, true).await {
                     Ok(committed) => {
@@ -170,6 +176,7 @@ impl Continuation {
                             committed,
                             mode,
                             start,
+                            span,
                         });
                     }
                     Err(AttemptError::Status { status, class, .. })
@@ -186,6 +193,7 @@ impl Continuation {
                             status: Some(400),
                             carried_chars: Some(sent.len()),
                             picked: Some(Picked::Continuation),
+                            span,
                         });
                         prefill = false;
                     }
@@ -204,6 +212,7 @@ impl Continuation {
                             status: e.status().map(|s| s.as_u16()),
                             carried_chars: Some(sent.len()),
                             picked: Some(Picked::Continuation),
+                            span,
                         });
                         tracing::warn!(target = %target.id(), kind = e.kind(), "continuation attempt failed");
                         break;

@@ -394,6 +394,11 @@ impl Health {
         (inner.breaker.state(now) == State::Open).then(|| inner.breaker.to_adopt(now))
     }
 
+    /// The breaker's state now.
+    pub fn breaker_state(&self, now: Instant) -> State {
+        self.lock().breaker.state(now)
+    }
+
     /// Breaker and SLIs for `/admin/status`.
     pub fn snapshot(&self, now: Instant) -> (Snapshot, SliSnapshot) {
         let mut inner = self.lock();

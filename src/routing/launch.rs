@@ -77,7 +77,10 @@ pub(super) fn launch<'a>(
                 }
             };
         let turns_dropped = fitted.turns_dropped;
-        let forward = Forward::of(&req.client, target, fitted.native);
+        let forward = Forward::of(&req.client, target, fitted.native).traced(
+            req.trace.as_ref(),
+            req.trace.map_or(0, |t| t.attempt_span(seq)),
+        );
         let dialect = forward.answer_dialect();
         let continues = policy.mid_stream == MidStream::Continue;
         let result = if req.chat.stream {
@@ -103,6 +106,7 @@ pub(super) fn launch<'a>(
                     canonical: req.canonical.clone(),
                     tried: vec![idx],
                     order,
+                    trace: req.trace,
                     splicer: Splicer {
                         mode: Mode::Original,
                     },
@@ -113,6 +117,7 @@ pub(super) fn launch<'a>(
                     target_idx: idx,
                     picked,
                     attempt_start: start,
+                    span: req.trace.map_or(0, |t| t.attempt_span(seq)),
                     request_start: started,
                     deadline,
                     continuation,

@@ -100,6 +100,9 @@ pub struct Attempt {
     pub carried_chars: Option<usize>,
     /// Why it went to its target; `None` for a target passed over.
     pub picked: Option<Picked>,
+    /// Its span in the request's trace (the parent id of the `traceparent` it sent); 0 when
+    /// the request is not traced, or for a target passed over.
+    pub span: u64,
 }
 
 impl Attempt {
@@ -113,6 +116,7 @@ impl Attempt {
             status: None,
             carried_chars: None,
             picked: None,
+            span: 0,
         }
     }
 

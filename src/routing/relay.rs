@@ -52,6 +52,8 @@ pub struct RelayContext {
     /// Why the committed attempt went to its target.
     pub picked: Picked,
     pub attempt_start: Instant,
+    /// The committed attempt's span in the request's trace (0 untraced).
+    pub span: u64,
     /// When the client request started.
     pub request_start: Instant,
     /// The request's deadline (`request_timeout`, or the client's shorter
@@ -128,6 +130,8 @@ struct Relay {
     /// Why the current attempt went to its target.
     picked: Picked,
     attempt_start: Instant,
+    /// The current attempt's span in the request's trace (0 untraced).
+    span: u64,
     carried: usize,
     /// What the client has seen of the answer (kept only when continuation is possible).
     sent: String,
@@ -292,6 +296,7 @@ impl Relay {
             status: None,
             carried_chars: Some(self.carried),
             picked: Some(self.picked),
+            span: self.span,
         });
     }
 
@@ -397,6 +402,7 @@ impl Relay {
             self.current = self.ctx.route.targets[resumed.idx].clone();
             self.picked = Picked::Continuation;
             self.attempt_start = resumed.start;
+            self.span = resumed.span;
             self.progress_at = resumed.start;
             self.carried = self.sent.len();
             self.upstream = resumed.committed.upstream;
@@ -507,6 +513,7 @@ pub fn relay(
         current_idx: ctx.target_idx,
         picked: ctx.picked,
         attempt_start: ctx.attempt_start,
+        span: ctx.span,
         carried: 0,
         sent,
         attempts: Vec::new(),

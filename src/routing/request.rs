@@ -12,7 +12,6 @@ use super::classify::{final_status, AttemptError};
 use super::path::{Attempt, AttemptOutcome};
 use super::relay::StreamReport;
 use super::{Route, Target};
-use crate::audit::AuditAttempt;
 use crate::canonical::Dialect;
 use crate::wire::transcode::Canonical;
 use crate::wire::{ChatRequest, ClientWire, Usage};
@@ -35,6 +34,8 @@ pub struct Request {
     pub session: Option<crate::wire::session::Session>,
     /// The trace id of the client's `traceparent`.
     pub trace_id: Option<String>,
+    /// Its ids when it is traced (`[telemetry]`): attempts send their `traceparent` upstream.
+    pub trace: Option<crate::wire::trace::Trace>,
 }
 
 /// What the client gets. Each body is in the inner (OpenAI) dialect, or in the client's own
@@ -87,21 +88,22 @@ impl Outcome {
             .map(|a| &a.target)
     }
 
-    /// The path as the audit log keeps it: targets passed over (breaker open, then retry budget
-    /// spent), then the attempts; and the entry of the attempt that answered.
-    pub fn audit_path(&self) -> (Vec<AuditAttempt>, Option<usize>) {
+    /// Take the whole path: targets passed over (breaker open, then retry budget spent), then
+    /// the attempts; and the entry of the attempt that answered. (`path` and the skips are
+    /// left empty.)
+    pub fn take_path(&mut self) -> (Vec<Attempt>, Option<usize>) {
         let skips = self.skipped.len() + self.budget_skipped.len();
-        let skipped = (self.skipped.iter())
-            .map(|t| Attempt::skipped(t, AttemptOutcome::SkippedBreaker))
-            .chain(
-                (self.budget_skipped.iter())
-                    .map(|t| Attempt::skipped(t, AttemptOutcome::SkippedBudget)),
-            );
-        let path = skipped
-            .map(|a| a.audit())
-            .chain(self.path.iter().map(Attempt::audit))
-            .collect();
-        (path, self.served.map(|i| skips + i))
+        let mut path = Vec::with_capacity(skips + self.path.len());
+        path.extend(
+            (self.skipped.drain(..)).map(|t| Attempt::skipped(&t, AttemptOutcome::SkippedBreaker)),
+        );
+        path.extend(
+            (self.budget_skipped.drain(..))
+                .map(|t| Attempt::skipped(&t, AttemptOutcome::SkippedBudget)),
+        );
+        let served = self.served.take().map(|i| skips + i);
+        path.append(&mut self.path);
+        (path, served)
     }
 }
 

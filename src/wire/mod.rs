@@ -13,6 +13,7 @@ pub mod chunks;
 pub mod client;
 pub mod session;
 pub mod sse;
+pub mod trace;
 pub mod transcode;
 
 pub use chat::ChatRequest;

@@ -24,28 +24,6 @@ pub const HEADER: &str = "x-switchyard-session";
 /// Longest key kept as sent; a longer one is kept as its hash.
 const MAX_KEY: usize = 256;
 
-/// The W3C trace context header.
-pub const TRACEPARENT: &str = "traceparent";
-
-/// The trace id of a W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), lowercase; `None`
-/// when the header is absent or malformed (an all-zero id included).
-pub fn trace_id(header: Option<&HeaderValue>) -> Option<String> {
-    let v = header?.to_str().ok()?.trim();
-    let mut parts = v.split('-');
-    let (version, trace, parent, flags) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
-    let ok = hex(version, 2)
-        && version != "ff"
-        && hex(trace, 32)
-        && hex(parent, 16)
-        && hex(flags, 2)
-        && trace.bytes().any(|b| b != b'0')
-        && parent.bytes().any(|b| b != b'0')
-        && (version != "00" || parts.next().is_none());
-    ok.then(|| trace.to_ascii_lowercase())
-}
-
 /// A request's session key and its hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
@@ -328,35 +306,6 @@ mod tests {
             ),
             None
         );
-    }
-
-    #[test]
-    fn trace_ids_come_from_valid_traceparents_only() {
-        let tp = |s: &'static str| trace_id(Some(&HeaderValue::from_static(s)));
-        assert_eq!(
-            tp("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01").as_deref(),
-            Some("4bf92f3577b34da6a3ce929d0e0e4736")
-        );
-        assert_eq!(
-            tp("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
-            None
-        );
-        assert_eq!(
-            tp("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
-            None
-        );
-        assert_eq!(
-            tp("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
-            None
-        );
-        assert_eq!(tp("00-4bf92f3577b34da6-00f067aa0ba902b7-01"), None);
-        assert_eq!(
-            tp("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x"),
-            None
-        );
-        // A later version may add fields.
-        assert!(tp("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x").is_some());
-        assert_eq!(trace_id(None), None);
     }
 
     #[test]

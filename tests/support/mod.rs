@@ -8,6 +8,7 @@
 )]
 
 pub mod audit;
+pub mod otlp;
 pub mod responses;
 
 use std::net::SocketAddr;

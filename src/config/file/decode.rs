@@ -17,6 +17,7 @@ const TOP_LEVEL: &[&str] = &[
     "responses",
     "auth",
     "cluster",
+    "telemetry",
 ];
 
 /// A route's keys, its targets and sections still undecoded: each is decoded on its own so a
@@ -73,7 +74,8 @@ pub(in crate::config) fn parse(text: &str) -> Result<RawConfig, ConfigErrors> {
             "audit" => raw.audit = section(value, key, e),
             "responses" => raw.responses = section(value, key, e),
             "auth" => raw.auth = section(value, key, e),
-            _ => raw.cluster = section(value, key, e),
+            "cluster" => raw.cluster = section(value, key, e),
+            _ => raw.telemetry = section(value, key, e),
         }
     }
     for key in table.keys() {

@@ -26,6 +26,7 @@ pub(super) struct RawConfig {
     pub responses: Option<RawResponses>,
     pub auth: Option<RawAuth>,
     pub cluster: Option<RawCluster>,
+    pub telemetry: Option<RawTelemetry>,
 }
 
 /// `[server]`
@@ -209,6 +210,15 @@ pub(super) struct RawAuth {
 pub(super) struct RawCluster {
     pub redis: Option<String>,
     pub key_prefix: Option<String>,
+}
+
+/// `[telemetry]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [telemetry] table")]
+pub(super) struct RawTelemetry {
+    pub otlp_endpoint: Option<String>,
+    pub sample_ratio: Option<f64>,
+    pub service_name: Option<String>,
 }
 
 /// A duration as written (`"60s"`), parsed by `validate` after `${VAR}` interpolation. Its own

@@ -1,7 +1,7 @@
 //! Unit tests for the config module: `defaults.rs` checks what a valid file resolves to,
 //! `errors.rs` and `policy_errors.rs` that each mistake is reported at its exact key path with a
 //! hint; `responses.rs` both for `[responses]`, `selection.rs` for strategies, weights, prices
-//! and `[routes.adaptive]`.
+//! and `[routes.adaptive]`, `telemetry.rs` for `[telemetry]`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod defaults;
@@ -9,6 +9,7 @@ mod errors;
 mod policy_errors;
 mod responses;
 mod selection;
+mod telemetry;
 
 use super::{Config, ConfigError};
 

@@ -11,6 +11,7 @@ mod pick;
 mod policy;
 mod provider;
 mod route;
+mod telemetry;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -67,6 +68,7 @@ pub(super) fn validate(
     let responses = responses(&mut ctx, &raw.responses.unwrap_or_default(), &audit);
     let auth = raw.auth.map(|a| auth(&mut ctx, &a));
     let cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
+    let telemetry = raw.telemetry.map(|t| telemetry::telemetry(&mut ctx, &t));
     if !ctx.errors.is_empty() {
         return Err(ConfigErrors(ctx.errors));
     }
@@ -78,6 +80,7 @@ pub(super) fn validate(
         responses,
         auth,
         cluster,
+        telemetry,
     })
 }
 

@@ -302,7 +302,7 @@ impl<'a> Race<'a> {
             if r.seq > 0 {
                 target.budget.refund(r.start);
             }
-            let attempt = self.attempt(target, r.start, outcome, None, r.picked);
+            let attempt = self.attempt(target, r.start, outcome, None, r.picked, r.seq);
             self.path.push(attempt);
         }
     }
@@ -341,7 +341,14 @@ impl<'a> Race<'a> {
             }
         }
         let served = Some(self.path.len());
-        let attempt = self.attempt(target, start, AttemptOutcome::Ok, Some(200), run.picked);
+        let attempt = self.attempt(
+            target,
+            start,
+            AttemptOutcome::Ok,
+            Some(200),
+            run.picked,
+            run.seq,
+        );
         self.path.push(attempt);
         self.record_running(AttemptOutcome::HedgeLost);
         if self.hedged {
@@ -377,7 +384,7 @@ impl<'a> Race<'a> {
             .health
             .attempt(Instant::now(), err.verdict(), elapsed);
         let status = err.status().map(|s| s.as_u16());
-        let attempt = self.attempt(target, start, err.outcome(), status, run.picked);
+        let attempt = self.attempt(target, start, err.outcome(), status, run.picked, run.seq);
         self.path.push(attempt);
         tracing::warn!(
             request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
@@ -493,6 +500,7 @@ impl<'a> Race<'a> {
         outcome: AttemptOutcome,
         status: Option<u16>,
         picked: Picked,
+        seq: usize,
     ) -> Attempt {
         Attempt {
             target: target.clone(),
@@ -502,6 +510,7 @@ impl<'a> Race<'a> {
             status,
             carried_chars: None,
             picked: Some(picked),
+            span: self.req.trace.map_or(0, |t| t.attempt_span(seq)),
         }
     }
 }
