@@ -37,6 +37,9 @@
 //!   under ids it mints so `previous_response_id` works across providers: found in memory at
 //!   once, written in batches off the request path to SQLite or PostgreSQL (by default the
 //!   audit log's database).
+//! - [`telemetry`]: with `[telemetry]`, OpenTelemetry traces (a server span per request, a
+//!   client span per upstream call) written and exported over OTLP/HTTP off the request path;
+//!   the W3C trace context itself is [`wire::trace`].
 //! - [`cluster`]: with `[cluster] redis`, replicas share breaker states and windows through
 //!   Redis, off the request path (a sync task, once a second).
 //!
@@ -49,7 +52,8 @@
 //!    client key and controls and reads the body within `max_body`; an OpenAI body is parsed
 //!    shallowly ([`wire::ChatRequest`]): only `model`, `stream`, `stream_options`, `messages`.
 //! 2. `api::respond::respond` looks the route up in the current [`routing::Routing`] (one
-//!    atomic load), drafts the audit record and calls [`routing::dispatch::dispatch`].
+//!    atomic load), decides whether the request is traced, drafts its record (with the audit
+//!    log on, or traced) and calls [`routing::dispatch::dispatch`].
 //! 3. The race (`routing::race`) picks the first usable target ([`routing::pick`]: breaker
 //!    admits, not parked) and launches an attempt (`routing::launch`) with the body
 //!    [`routing::body`] fits to it: the client's bytes with the target's model spliced in
@@ -65,8 +69,9 @@
 //!    deadline; a break (a cut, no content for `idle_timeout`, an error event) is continued on
 //!    another target or ends with an error event, never a silently truncated answer.
 //! 6. Every outcome feeds the target's breaker and SLIs and `requests_total`
-//!    ([`routing::path::RequestOutcome`]); the edge writes the audit record (for a stream, when
-//!    it ends) and the response headers, and converts the answer to the client's dialect.
+//!    ([`routing::path::RequestOutcome`]); the edge files the request (for a stream, when it
+//!    ends: its audit record, its spans), writes the response headers, and converts the answer
+//!    to the client's dialect.
 //!
 //! # Glossary
 //! - provider: one upstream API account (kind, base URL, key, pool).
