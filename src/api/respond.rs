@@ -259,9 +259,11 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         canonical: Arc::new(canonical),
         client,
         session: session.flatten(),
-        // The gateway's trace when it traces the request, else the client's.
+        // For the audit record: the gateway's trace when it traces the request, else the
+        // client's.
         trace_id: (trace.map(|t| t.trace_id))
             .or(edge.traceparent.map(|p| p.trace_id))
+            .filter(|_| state.audit.enabled())
             .map(|id| format!("{id:032x}")),
         trace,
     };

@@ -94,7 +94,7 @@ pub fn format_duration(d: Duration) -> String {
         return format!("{}s", d.as_secs());
     }
     for &(unit, scale) in DURATION_UNITS.iter().rev() {
-        if unit != "µs" && nanos % scale == 0 {
+        if unit != "µs" && nanos.is_multiple_of(scale) {
             return format!("{}{unit}", nanos / scale);
         }
     }

@@ -32,7 +32,8 @@ pub struct Request {
     /// The conversation it belongs to (with the audit log on, or where the route keeps
     /// sessions on one target).
     pub session: Option<crate::wire::session::Session>,
-    /// The trace id of the client's `traceparent`.
+    /// For the audit record (made only with the audit log on): the trace id of the request's
+    /// trace, or of the client's `traceparent`.
     pub trace_id: Option<String>,
     /// Its ids when it is traced (`[telemetry]`): attempts send their `traceparent` upstream.
     pub trace: Option<crate::wire::trace::Trace>,

@@ -6,8 +6,9 @@
 //! ([`Telemetry::trace`]: the client's sampled `traceparent`, else `sample_ratio`), sends each
 //! attempt's `traceparent` upstream (`routing::attempt`), and, when the request is over, hands
 //! what it came to ([`Traced`]) to a bounded queue without waiting ([`Telemetry::submit`]).
-//! Everything else (spans, attributes, protobuf, the POST) happens in the exporter task
-//! (`export.rs`), off the request path; `spans.rs` writes the spans. A full queue or a
+//! Everything else (spans, attributes, protobuf, the POST) happens on the exporter's own thread
+//! (`export.rs`), off the request path and off the server threads; `spans.rs` writes the spans
+//! straight into the OTLP protocol's messages. A full queue or a
 //! collector that is down costs requests nothing: the spans are dropped and counted in
 //! `switchyard_trace_spans_total{outcome}`. Without `[telemetry]` nothing is built.
 
@@ -89,8 +90,7 @@ impl Telemetry {
         self.inner.is_some()
     }
 
-    /// Start exporting for `config`: the handle, and the exporter task's (to flush at
-    /// shutdown). Call from inside the runtime the task should run on.
+    /// Start exporting for `config`: the handle, and the exporter's (to flush at shutdown).
     pub fn start(
         config: &TelemetryConfig,
         metrics: &Registry,

@@ -1,16 +1,16 @@
-//! A traced request's spans: the server span (the client's request), a client span per
-//! upstream call, and an event on the server span per target passed over. Attribute names
-//! follow the OpenTelemetry GenAI semantic conventions (`gen_ai.*`, `error.type`,
+//! A traced request's spans, written straight into the OTLP protocol's messages
+//! (`opentelemetry-proto`): the server span (the client's request), a client span per upstream
+//! call, and an event on the server span per target passed over. Attribute names follow the
+//! OpenTelemetry GenAI semantic conventions (`gen_ai.*`, `error.type`,
 //! `http.response.status_code`, `server.address`) and add the gateway's (`switchyard.*`).
 
-use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use opentelemetry::trace::{
-    Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
-};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 
 use super::Traced;
 use crate::config::ProviderKind;
@@ -24,6 +24,9 @@ const OPERATION: &str = "chat";
 /// The longest error description kept on a span.
 const MAX_DESCRIPTION: usize = 512;
 
+/// The W3C flags of a sampled span, as OTLP's `flags` carry them.
+const SAMPLED: u32 = 1;
+
 /// The `gen_ai.provider.name` of a provider kind (the conventions' names where they have one).
 pub(super) fn provider_name(kind: ProviderKind) -> &'static str {
     match kind {
@@ -32,6 +35,7 @@ pub(super) fn provider_name(kind: ProviderKind) -> &'static str {
         ProviderKind::Azure => "azure.ai.openai",
         ProviderKind::Anthropic => "anthropic",
         ProviderKind::Gemini => "gcp.gemini",
+        ProviderKind::Bedrock => "aws.bedrock",
     }
 }
 
@@ -40,8 +44,41 @@ pub(super) fn count(t: &Traced) -> usize {
     1 + t.path.iter().filter(|a| a.picked.is_some()).count()
 }
 
-/// The spans of `t`, the server span first.
-pub(super) fn spans(t: Traced, scope: &InstrumentationScope, out: &mut Vec<SpanData>) {
+/// An attribute.
+fn kv(key: &str, value: Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        key_strindex: 0,
+    }
+}
+
+fn text(key: &str, value: impl Into<String>) -> KeyValue {
+    kv(key, Value::StringValue(value.into()))
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    kv(key, Value::IntValue(value))
+}
+
+fn flag(key: &str, value: bool) -> KeyValue {
+    kv(key, Value::BoolValue(value))
+}
+
+fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+fn error_status(message: String) -> Option<Status> {
+    Some(Status {
+        message,
+        code: StatusCode::Error as i32,
+    })
+}
+
+/// The spans of `t`, the server span first, appended to `out`.
+pub(super) fn spans(t: Traced, out: &mut Vec<Span>) {
     let Traced {
         trace,
         end,
@@ -50,16 +87,7 @@ pub(super) fn spans(t: Traced, scope: &InstrumentationScope, out: &mut Vec<SpanD
         path,
     } = t;
     let start = end.checked_sub(latency).unwrap_or(end);
-    let trace_id = TraceId::from(trace.trace_id);
-    let context = |span: u64| {
-        SpanContext::new(
-            trace_id,
-            SpanId::from(span),
-            TraceFlags::SAMPLED,
-            false,
-            TraceState::default(),
-        )
-    };
+    let trace_id = trace.trace_id.to_be_bytes().to_vec();
     let served = record.target.as_deref();
     let served_attempt = path
         .iter()
@@ -67,40 +95,46 @@ pub(super) fn spans(t: Traced, scope: &InstrumentationScope, out: &mut Vec<SpanD
     let hedged_race = path
         .iter()
         .any(|a| a.picked == Some(Picked::Hedge) || a.outcome == AttemptOutcome::HedgeLost);
+    let calls: Vec<usize> = (0..path.len())
+        .filter(|&i| path[i].picked.is_some())
+        .collect();
 
-    let mut attributes = vec![
-        KeyValue::new("gen_ai.operation.name", OPERATION),
-        KeyValue::new("gen_ai.request.model", record.route.clone()),
-        KeyValue::new("http.response.status_code", i64::from(record.status)),
-        KeyValue::new("switchyard.route", record.route.clone()),
-        KeyValue::new("switchyard.request_id", record.request_id.clone()),
-        KeyValue::new("switchyard.stream", record.stream),
-        KeyValue::new("switchyard.attempts", count_calls(&path)),
-        KeyValue::new("switchyard.hedged", record.hedged),
-        KeyValue::new("switchyard.turns_dropped", i64::from(record.turns_dropped)),
-    ];
+    let mut attributes = Vec::with_capacity(18);
+    attributes.extend([
+        text("gen_ai.operation.name", OPERATION),
+        text("gen_ai.request.model", record.route.as_str()),
+        int("http.response.status_code", i64::from(record.status)),
+        text("switchyard.route", record.route.as_str()),
+        text("switchyard.request_id", record.request_id.as_str()),
+        flag("switchyard.stream", record.stream),
+        int("switchyard.attempts", calls.len() as i64),
+        flag("switchyard.hedged", record.hedged),
+        int("switchyard.turns_dropped", i64::from(record.turns_dropped)),
+    ]);
     if let Some(a) = served_attempt.and_then(|i| path.get(i)) {
-        attributes.push(KeyValue::new(
-            "gen_ai.provider.name",
-            provider_name(a.target.provider.config.kind),
-        ));
-        attributes.push(KeyValue::new(
-            "gen_ai.response.model",
-            a.target.config.model.clone(),
-        ));
-        attributes.push(KeyValue::new("switchyard.target", a.target.id().to_owned()));
+        attributes.extend([
+            text(
+                "gen_ai.provider.name",
+                provider_name(a.target.provider.config.kind),
+            ),
+            text("gen_ai.response.model", a.target.config.model.as_str()),
+            text("switchyard.target", a.target.id()),
+        ]);
     }
     if let Some(n) = record.tokens_in {
-        attributes.push(KeyValue::new("gen_ai.usage.input_tokens", n as i64));
+        attributes.push(int("gen_ai.usage.input_tokens", n as i64));
     }
     if let Some(n) = record.tokens_out {
-        attributes.push(KeyValue::new("gen_ai.usage.output_tokens", n as i64));
+        attributes.push(int("gen_ai.usage.output_tokens", n as i64));
     }
     if let Some(ttft) = record.ttft_ms {
-        attributes.push(KeyValue::new("switchyard.time_to_first_token_ms", ttft));
+        attributes.push(kv(
+            "switchyard.time_to_first_token_ms",
+            Value::DoubleValue(ttft),
+        ));
     }
-    if let Some(session) = &record.session {
-        attributes.push(KeyValue::new("switchyard.session", session.clone()));
+    if let Some(session) = record.session {
+        attributes.push(text("switchyard.session", session));
     }
     let failed = record.status >= 500 || record.status == 499 || record.error.is_some();
     let status = if failed {
@@ -109,110 +143,101 @@ pub(super) fn spans(t: Traced, scope: &InstrumentationScope, out: &mut Vec<SpanD
         } else {
             "stream_broken".to_owned()
         };
-        attributes.push(KeyValue::new("error.type", kind));
-        Status::error(description(record.error.as_deref().unwrap_or("")))
+        attributes.push(text("error.type", kind));
+        error_status(description(record.error.as_deref().unwrap_or("")))
     } else {
-        Status::Unset
+        None
     };
-    let mut events = SpanEvents::default();
-    for a in path.iter().filter(|a| a.picked.is_none()) {
-        events.events.push(Event::new(
-            "switchyard.target_passed_over",
-            start,
-            vec![
-                KeyValue::new("switchyard.target", a.target.id().to_owned()),
-                KeyValue::new("switchyard.reason", a.outcome.label()),
-                KeyValue::new("switchyard.breaker.state", breaker_state(a)),
+    let events = (path.iter().filter(|a| a.picked.is_none()))
+        .map(|a| Event {
+            time_unix_nano: nanos(start),
+            name: "switchyard.target_passed_over".to_owned(),
+            attributes: vec![
+                text("switchyard.target", a.target.id()),
+                text("switchyard.reason", a.outcome.label()),
+                text("switchyard.breaker.state", breaker_state(a)),
             ],
-            0,
-        ));
-    }
-    out.push(SpanData {
-        span_context: context(trace.span),
-        parent_span_id: trace.parent.map_or(SpanId::INVALID, SpanId::from),
-        parent_span_is_remote: trace.parent.is_some(),
-        span_kind: SpanKind::Server,
-        name: Cow::Owned(format!("{OPERATION} {}", record.route)),
-        start_time: start,
-        end_time: end,
+            dropped_attributes_count: 0,
+        })
+        .collect();
+    out.push(Span {
+        trace_id: trace_id.clone(),
+        span_id: trace.span.to_be_bytes().to_vec(),
+        trace_state: String::new(),
+        parent_span_id: trace
+            .parent
+            .map_or_else(Vec::new, |p| p.to_be_bytes().to_vec()),
+        flags: SAMPLED,
+        name: format!("{OPERATION} {}", record.route),
+        kind: SpanKind::Server as i32,
+        start_time_unix_nano: nanos(start),
+        end_time_unix_nano: nanos(end),
         attributes,
         dropped_attributes_count: 0,
         events,
-        links: SpanLinks::default(),
+        dropped_events_count: 0,
+        links: Vec::new(),
+        dropped_links_count: 0,
         status,
-        instrumentation_scope: scope.clone(),
     });
 
-    let calls: Vec<usize> = (0..path.len())
-        .filter(|&i| path[i].picked.is_some())
-        .collect();
     for (n, &i) in calls.iter().enumerate() {
         let a = &path[i];
-        let moved_on = calls.get(n + 1).is_some();
-        out.push(attempt_span(
+        let mut span = attempt_span(
             a,
-            AttemptSpan {
-                context: context(span_id(a)),
-                parent: trace.span,
-                start: at(start, a.start),
-                moved_on,
-                hedged_race,
-                served: served_attempt == Some(i),
-            },
-            scope,
-        ));
+            at(start, a.start),
+            calls.get(n + 1).is_some(),
+            hedged_race,
+            served_attempt == Some(i),
+        );
+        span.trace_id = trace_id.clone();
+        span.parent_span_id = trace.span.to_be_bytes().to_vec();
+        out.push(span);
     }
 }
 
-/// What an attempt's span needs beside the attempt.
-struct AttemptSpan {
-    context: SpanContext,
-    parent: u64,
+/// The span of one upstream call that started at `start`; `moved_on`: another call followed
+/// it; `hedged_race`: the request raced a hedge; `served`: it produced the answer.
+fn attempt_span(
+    a: &Attempt,
     start: SystemTime,
-    /// Another call followed it.
     moved_on: bool,
-    /// The request raced a hedge.
     hedged_race: bool,
-    /// It produced the answer.
     served: bool,
-}
-
-fn attempt_span(a: &Attempt, s: AttemptSpan, scope: &InstrumentationScope) -> SpanData {
+) -> Span {
     let target = &a.target;
-    let mut attributes = vec![
-        KeyValue::new("gen_ai.operation.name", OPERATION),
-        KeyValue::new(
+    let mut attributes = Vec::with_capacity(14);
+    attributes.extend([
+        text("gen_ai.operation.name", OPERATION),
+        text(
             "gen_ai.provider.name",
             provider_name(target.provider.config.kind),
         ),
-        KeyValue::new("gen_ai.request.model", target.config.model.clone()),
-        KeyValue::new("switchyard.target", target.id().to_owned()),
-        KeyValue::new("switchyard.attempt.outcome", a.outcome.label()),
-        KeyValue::new("switchyard.breaker.state", breaker_state(a)),
-    ];
+        text("gen_ai.request.model", target.config.model.as_str()),
+        text("switchyard.target", target.id()),
+        text("switchyard.attempt.outcome", a.outcome.label()),
+        text("switchyard.breaker.state", breaker_state(a)),
+    ]);
     if let Some(host) = target.url.host() {
-        attributes.push(KeyValue::new("server.address", host.to_owned()));
+        attributes.push(text("server.address", host));
     }
     if let Some(picked) = a.picked {
-        attributes.push(KeyValue::new("switchyard.attempt.picked", picked.label()));
+        attributes.push(text("switchyard.attempt.picked", picked.label()));
     }
     if let Some(status) = a.status {
-        attributes.push(KeyValue::new(
-            "http.response.status_code",
-            i64::from(status),
-        ));
+        attributes.push(int("http.response.status_code", i64::from(status)));
     }
     if let Some(chars) = a.carried_chars {
-        attributes.push(KeyValue::new("switchyard.carried_chars", chars as i64));
+        attributes.push(int("switchyard.carried_chars", chars as i64));
     }
     let hedge = match a.outcome {
         AttemptOutcome::HedgeLost => Some("lost"),
-        _ if s.served && s.hedged_race => Some("won"),
+        _ if served && hedged_race => Some("won"),
         _ if a.picked == Some(Picked::Hedge) => Some("failed"),
         _ => None,
     };
     if let Some(hedge) = hedge {
-        attributes.push(KeyValue::new("switchyard.hedge.outcome", hedge));
+        attributes.push(text("switchyard.hedge.outcome", hedge));
     }
     let failed = !matches!(
         a.outcome,
@@ -223,43 +248,35 @@ fn attempt_span(a: &Attempt, s: AttemptSpan, scope: &InstrumentationScope) -> Sp
             (AttemptOutcome::Status, Some(code)) => code.to_string(),
             (outcome, _) => outcome.label().to_owned(),
         };
-        attributes.push(KeyValue::new("error.type", kind));
-        if s.moved_on {
-            attributes.push(KeyValue::new(
-                "switchyard.failover.reason",
-                a.outcome.label(),
-            ));
+        attributes.push(text("error.type", kind));
+        if moved_on {
+            attributes.push(text("switchyard.failover.reason", a.outcome.label()));
         }
-        Status::error(a.outcome.label())
+        error_status(a.outcome.label().to_owned())
     } else {
         if a.outcome == AttemptOutcome::Ok {
-            attributes.push(KeyValue::new(
-                "gen_ai.response.model",
-                target.config.model.clone(),
-            ));
+            attributes.push(text("gen_ai.response.model", target.config.model.as_str()));
         }
-        Status::Unset
+        None
     };
-    SpanData {
-        span_context: s.context,
-        parent_span_id: SpanId::from(s.parent),
-        parent_span_is_remote: false,
-        span_kind: SpanKind::Client,
-        name: Cow::Owned(format!("{OPERATION} {}", target.config.model)),
-        start_time: s.start,
-        end_time: at(s.start, a.duration),
+    Span {
+        trace_id: Vec::new(),
+        span_id: span_id(a).to_be_bytes().to_vec(),
+        trace_state: String::new(),
+        parent_span_id: Vec::new(),
+        flags: SAMPLED,
+        name: format!("{OPERATION} {}", target.config.model),
+        kind: SpanKind::Client as i32,
+        start_time_unix_nano: nanos(start),
+        end_time_unix_nano: nanos(at(start, a.duration)),
         attributes,
         dropped_attributes_count: 0,
-        events: SpanEvents::default(),
-        links: SpanLinks::default(),
+        events: Vec::new(),
+        dropped_events_count: 0,
+        links: Vec::new(),
+        dropped_links_count: 0,
         status,
-        instrumentation_scope: scope.clone(),
     }
-}
-
-/// Upstream calls made (targets passed over are not).
-fn count_calls(path: &[Attempt]) -> i64 {
-    path.iter().filter(|a| a.picked.is_some()).count() as i64
 }
 
 /// The attempt's span id (one of its own if the request path gave it none).
