@@ -72,7 +72,8 @@ async fn count(
     let anthropic = route
         .targets
         .iter()
-        .filter(|t| t.dialect == Dialect::Anthropic);
+        // Anthropic's own API: Bedrock counts by another shape (its answer is estimated here).
+        .filter(|t| t.provider.config.kind == crate::config::ProviderKind::Anthropic);
     for target in anthropic {
         let Some(client) = &client else { break };
         if attempts > 0 && !edge.failover {

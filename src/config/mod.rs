@@ -105,6 +105,8 @@ pub enum ProviderKind {
     Anthropic,
     /// `gemini`: the Google Gemini API.
     Gemini,
+    /// `bedrock`: Amazon Bedrock (Anthropic models), SigV4-signed or with a Bedrock API key.
+    Bedrock,
 }
 
 impl ProviderKind {
@@ -116,6 +118,7 @@ impl ProviderKind {
             ProviderKind::Azure => "azure",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
+            ProviderKind::Bedrock => "bedrock",
         }
     }
 }
@@ -140,6 +143,47 @@ pub struct ProviderConfig {
     /// `false` translates them to Chat Completions. Default: true for `openai` and `azure`,
     /// false for `openai-compatible` (which may turn it on); never for the other kinds.
     pub responses: bool,
+    /// `bedrock`: the region and how calls are signed.
+    pub aws: Option<AwsConfig>,
+}
+
+/// A `bedrock` provider's region and credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsConfig {
+    /// The region signed for (and of the default endpoint).
+    pub region: String,
+    /// Signing keys; `None` when the provider uses a Bedrock API key (`api_key`, a bearer).
+    pub keys: Option<AwsKeys>,
+}
+
+/// AWS credentials for Signature Version 4. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsKeys {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+}
+
+impl std::fmt::Debug for AwsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AwsKeys(<redacted>)")
+    }
+}
+
+impl std::fmt::Debug for AwsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsConfig")
+            .field("region", &self.region)
+            .field(
+                "auth",
+                &if self.keys.is_some() {
+                    "sigv4 <redacted>"
+                } else {
+                    "bearer"
+                },
+            )
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -152,6 +196,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("api_version", &self.api_version)
             .field("connect_timeout", &self.connect_timeout)
             .field("responses", &self.responses)
+            .field("aws", &self.aws)
             .finish()
     }
 }

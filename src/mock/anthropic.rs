@@ -67,6 +67,23 @@ async fn messages(
 ) -> Response {
     state.record(RecordedRequest::capture(&method, &uri, &headers, &body));
     let parsed = serde_json::from_slice::<Value>(&body);
+    let response = match answer(&state, &headers, parsed, true).await {
+        Ok(response) => response,
+        Err(rejection) => rejection.into_response(),
+    };
+    state.named(response)
+}
+
+/// The answer to a Messages request (whole, or a stream of Anthropic's SSE events), or the
+/// error the plan or the request calls for. `own_api`: Anthropic's own API, which requires the
+/// `anthropic-version` header and checks `x-api-key` (Bedrock has the version in the body and
+/// checks its own credentials).
+pub(super) async fn answer(
+    state: &MockState,
+    headers: &HeaderMap,
+    parsed: Result<Value, serde_json::Error>,
+    own_api: bool,
+) -> Result<Response, Rejection> {
     let model = parsed
         .as_ref()
         .ok()
@@ -79,34 +96,33 @@ async fn messages(
         id: guard.seq() + 1,
         model: model.unwrap_or_default(),
     };
-    let response = match decide(&plan, draw, &headers, parsed) {
+    match decide(&plan, draw, headers, parsed, own_api) {
         Err(rejection) => {
             guard.complete();
-            rejection.into_response()
+            Err(rejection)
         }
         Ok(answer) if answer.stream => {
             let script = render::script(&reply, &answer).with_error_body(&plan, Some("error"));
-            super::stream::response(script, &plan, guard)
+            Ok(super::stream::response(script, &plan, guard))
         }
-        Ok(answer) => super::whole(
+        Ok(answer) => Ok(super::whole(
             &plan,
             guard,
             render::message(&reply, &answer),
             "{\"id\": \"msg_mock\", \"content\": [ this is not json",
-        ),
-    };
-    state.named(response)
+        )),
+    }
 }
 
 /// An error answer in Anthropic's envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Rejection {
-    status: StatusCode,
-    kind: String,
-    message: String,
-    retry_after: Option<u64>,
+pub(super) struct Rejection {
+    pub(super) status: StatusCode,
+    pub(super) kind: String,
+    pub(super) message: String,
+    pub(super) retry_after: Option<u64>,
     /// The plan's `error_body`, sent instead of the envelope.
-    body: Option<Box<str>>,
+    pub(super) body: Option<Box<str>>,
 }
 
 impl Rejection {
@@ -177,16 +193,17 @@ fn decide(
     draw: Draw,
     headers: &HeaderMap,
     body: Result<Value, serde_json::Error>,
+    own_api: bool,
 ) -> Result<Answer, Rejection> {
     if plan.status.is_some() && draw.error {
         return Err(Rejection::injected(plan));
     }
-    if !headers.contains_key("anthropic-version") {
+    if own_api && !headers.contains_key("anthropic-version") {
         return Err(Rejection::bad_request(
             "anthropic-version: header is required",
         ));
     }
-    if let Some(key) = &plan.expect_api_key {
+    if let Some(key) = plan.expect_api_key.as_ref().filter(|_| own_api) {
         let given = headers.get("x-api-key").map(HeaderValue::as_bytes);
         if given != Some(key.as_bytes()) {
             let message = "invalid x-api-key";

@@ -18,6 +18,9 @@
 //! - `anthropic.rs` (+ `anthropic/render.rs`): Anthropic Messages, `POST /v1/messages`.
 //! - `gemini.rs` (+ `gemini/render.rs`): Gemini `POST /v1beta/models/{model}:generateContent`
 //!   and `:streamGenerateContent`.
+//! - `bedrock.rs`: Amazon Bedrock's `POST /model/{model}/invoke` and
+//!   `/invoke-with-response-stream` (Anthropic's answers, Bedrock's errors and stream framing),
+//!   signatures checked by `sigv4.rs`, the mock's own SigV4 verifier.
 //! - `control.rs`: the HTTP control API under `/mock/`.
 //! - `server.rs`: [`serve`] and [`MockServer`].
 //!
@@ -34,12 +37,14 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 
 mod anthropic;
+mod bedrock;
 mod control;
 mod gemini;
 mod openai;
 mod plan;
 mod responses;
 mod server;
+pub mod sigv4;
 mod state;
 mod stream;
 mod text;
@@ -116,6 +121,7 @@ fn app(state: Arc<MockState>) -> Router {
         .merge(openai::routes())
         .merge(responses::routes())
         .merge(anthropic::routes())
+        .merge(bedrock::routes())
         .merge(gemini::routes())
         .merge(control::routes())
         .fallback(not_found)

@@ -87,6 +87,7 @@ fn provider_config(addr: SocketAddr) -> ProviderConfig {
         api_version: String::new(),
         connect_timeout: Duration::from_secs(2),
         responses: true,
+        aws: None,
     }
 }
 

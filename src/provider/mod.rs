@@ -5,6 +5,7 @@
 
 mod anthropic;
 mod azure;
+pub mod bedrock;
 mod client;
 mod gemini;
 mod openai;
@@ -33,6 +34,8 @@ pub struct Provider {
     fixed: Vec<(HeaderName, HeaderValue)>,
     /// The `Host` header, made once (hyper's client would format it for every request).
     host: Option<HeaderValue>,
+    /// `bedrock` with signing keys: every call is signed (SigV4) for this region.
+    signer: Option<(aws_smithy_runtime_api::client::identity::Identity, String)>,
 }
 
 /// Errors building a provider from its config.
@@ -60,6 +63,8 @@ impl Provider {
                     }
                     ProviderKind::Anthropic => anthropic::auth_header(key),
                     ProviderKind::Gemini => gemini::auth_header(key),
+                    // A Bedrock API key.
+                    ProviderKind::Bedrock => openai::auth_header(key),
                 };
                 let mut value = HeaderValue::from_str(&value).map_err(|_| {
                     invalid("api_key contains characters not allowed in a header".into())
@@ -73,12 +78,17 @@ impl Provider {
             _ => Vec::new(),
         };
         let host = host_header(&config.base_url);
+        let signer = (config.aws.as_ref()).and_then(|aws| {
+            let keys = aws.keys.as_ref()?;
+            Some((bedrock::identity(keys), aws.region.clone()))
+        });
         Ok(Provider {
             config,
             client,
-            auth,
+            auth: if signer.is_some() { None } else { auth },
             fixed,
             host,
+            signer,
         })
     }
 
@@ -89,6 +99,7 @@ impl Provider {
             ProviderKind::Azure => azure::chat_url(&self.config, &target.model),
             ProviderKind::Anthropic => anthropic::chat_url(&self.config),
             ProviderKind::Gemini => gemini::chat_url(&self.config, &target.model, stream),
+            ProviderKind::Bedrock => bedrock::chat_url(&self.config, &target.model, stream),
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::chat_url(&self.config),
         };
         self.checked_uri(url)
@@ -104,7 +115,9 @@ impl Provider {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
                 openai::responses_url(&self.config)
             }
-            ProviderKind::Anthropic | ProviderKind::Gemini => return Ok(None),
+            ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::Bedrock => {
+                return Ok(None)
+            }
         };
         self.checked_uri(url).map(Some)
     }
@@ -123,9 +136,28 @@ impl Provider {
         }
     }
 
-    /// A POST of a JSON body to `uri` with this provider's credentials.
-    pub fn post(&self, uri: &Uri, body: Vec<u8>) -> Request<Full<Bytes>> {
-        let mut req = Request::new(Full::new(Bytes::from(body)));
+    /// A POST of a JSON body to `uri` with this provider's credentials, and `client`'s
+    /// protocol headers (they replace the provider's defaults, `anthropic-version`). For
+    /// `bedrock` the body is made Bedrock's (`bedrock::body`: the client's `anthropic-beta`
+    /// goes into it) and the call is signed, last.
+    pub fn post(
+        &self,
+        uri: &Uri,
+        body: Vec<u8>,
+        client: &[(HeaderName, HeaderValue)],
+    ) -> Request<Full<Bytes>> {
+        let bedrock = self.config.kind == ProviderKind::Bedrock;
+        let body = if bedrock {
+            let betas = client
+                .iter()
+                .find(|(name, _)| name.as_str() == "anthropic-beta")
+                .and_then(|(_, v)| v.to_str().ok());
+            bedrock::body(&body, betas)
+        } else {
+            body
+        };
+        let body = Bytes::from(body);
+        let mut req = Request::new(Full::new(body.clone()));
         *req.method_mut() = Method::POST;
         *req.uri_mut() = uri.clone();
         let headers = req.headers_mut();
@@ -143,7 +175,62 @@ impl Provider {
         for (name, value) in &self.fixed {
             headers.insert(name.clone(), value.clone());
         }
+        if !bedrock {
+            for (name, _) in client {
+                headers.remove(name);
+            }
+            for (name, value) in client {
+                headers.append(name.clone(), value.clone());
+            }
+        }
+        if let Some((identity, region)) = &self.signer {
+            let now = std::time::SystemTime::now();
+            match bedrock::signature(identity, region, uri, headers, &body, now) {
+                Ok(signed) => {
+                    for (name, value) in signed {
+                        headers.insert(name, value);
+                    }
+                }
+                // Sent unsigned: Bedrock refuses it (403), which is an attempt failure.
+                Err(e) => {
+                    tracing::warn!(provider = %self.config.name, error = %e, "cannot sign the request")
+                }
+            }
+        }
         req
+    }
+
+    /// The events of a stream answer, as SSE bytes: `None` when the answer is not a stream of
+    /// this provider's kind (an SSE `content-type`; Bedrock's event-stream, read into SSE).
+    pub fn stream_of(&self, resp: http::Response<Body>) -> Option<ByteStream> {
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if self.config.kind == ProviderKind::Bedrock {
+            return content_type
+                .starts_with(bedrock::STREAM_CONTENT_TYPE)
+                .then(|| bedrock::sse(stream(resp.into_body())));
+        }
+        content_type
+            .starts_with("text/event-stream")
+            .then(|| stream(resp.into_body()))
+    }
+
+    /// An error answer as the dialect's error parser reads it: Bedrock's is rewritten into
+    /// Anthropic's envelope (and status); the others are as they came.
+    pub fn error_answer(
+        &self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: Bytes,
+    ) -> (http::StatusCode, Bytes) {
+        if self.config.kind != ProviderKind::Bedrock {
+            return (status, body);
+        }
+        let (status, body) = bedrock::anthropic_error(status, headers, &body);
+        (status, Bytes::from(body))
     }
 }
 

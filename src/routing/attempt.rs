@@ -12,7 +12,7 @@ use super::classify::{parse_retry_after, status_error, AttemptError};
 use super::Target;
 use crate::canonical::Dialect;
 use crate::metrics::bump;
-use crate::provider::{self, read_at_most, Body, ByteStream, SendError};
+use crate::provider::{read_at_most, Body, ByteStream, SendError};
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::SseDecoder;
 use crate::wire::trace::{Trace, TraceParent, TRACEPARENT};
@@ -132,7 +132,13 @@ async fn send_to(
     probe: bool,
     forward: Forward<'_>,
 ) -> Result<Response<Body>, AttemptError> {
-    let mut req = target.provider.post(url, body);
+    let queried = (forward.client)
+        .and_then(|c| c.query.as_deref())
+        .filter(|_| target.provider.config.kind != crate::config::ProviderKind::Bedrock)
+        .and_then(|query| with_query(url, query).ok());
+    let url = queried.as_ref().unwrap_or(url);
+    let client_headers = forward.client.map_or(&[][..], |c| c.headers.as_slice());
+    let mut req = target.provider.post(url, body, client_headers);
     if probe {
         req.headers_mut()
             .insert(PROBE_HEADER, HeaderValue::from_static("1"));
@@ -140,21 +146,6 @@ async fn send_to(
     if let Some((trace_id, span)) = forward.trace {
         req.headers_mut()
             .insert(TRACEPARENT, TraceParent::header(trace_id, span));
-    }
-    if let Some(client) = forward.client {
-        let headers = req.headers_mut();
-        for (name, _) in &client.headers {
-            // The client's replace the provider's defaults (`anthropic-version`).
-            headers.remove(name);
-        }
-        for (name, value) in &client.headers {
-            headers.append(name.clone(), value.clone());
-        }
-        if let Some(query) = &client.query {
-            if let Ok(uri) = with_query(url, query) {
-                *req.uri_mut() = uri;
-            }
-        }
     }
     let resp = target
         .provider
@@ -172,7 +163,8 @@ async fn send_to(
         return Ok(resp);
     }
     let retry_after = parse_retry_after(resp.headers());
-    let body = match read_at_most(resp.into_body(), MAX_ERROR_BODY).await {
+    let (parts, body) = resp.into_parts();
+    let body = match read_at_most(body, MAX_ERROR_BODY).await {
         Ok((body, truncated)) => {
             if truncated {
                 bump(&target.limits.error_body);
@@ -181,6 +173,7 @@ async fn send_to(
         }
         Err(_) => Bytes::new(),
     };
+    let (status, body) = target.provider.error_answer(status, &parts.headers, body);
     Err(status_error(
         forward.wire_dialect(target),
         status,
@@ -297,15 +290,9 @@ pub async fn call_stream(
 ) -> Result<Committed, AttemptError> {
     let call = async {
         let resp = send(target, body, false, true, forward).await?;
-        let is_sse = resp
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !is_sse {
+        let Some(mut upstream) = target.provider.stream_of(resp) else {
             return Err(AttemptError::Malformed);
-        }
-        let mut upstream = provider::stream(resp.into_body());
+        };
         let (wire, dialect) = (forward.wire_dialect(target), forward.answer_dialect());
         if wire != dialect {
             upstream = transcode::stream_to_openai(upstream, wire, target.limits.sse_event.clone());

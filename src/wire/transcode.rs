@@ -22,7 +22,7 @@ pub fn dialect_of(kind: ProviderKind) -> Dialect {
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Azure => {
             Dialect::OpenAi
         }
-        ProviderKind::Anthropic => Dialect::Anthropic,
+        ProviderKind::Anthropic | ProviderKind::Bedrock => Dialect::Anthropic,
         ProviderKind::Gemini => Dialect::Gemini,
     }
 }

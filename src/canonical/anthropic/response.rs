@@ -181,7 +181,10 @@ fn classify(status: u16, kind: Option<&str>, message: &str) -> ErrorClass {
         Some("rate_limit_error") => ErrorClass::RateLimited,
         Some("authentication_error" | "permission_error") => ErrorClass::Auth,
         Some("invalid_request_error" | "request_too_large")
-            if message.contains("prompt is too long") || message.contains("context limit") =>
+            if message.contains("prompt is too long")
+                || message.contains("context limit")
+                // Bedrock's words for the same.
+                || message.contains("Input is too long") =>
         {
             ErrorClass::ContextLength
         }

@@ -57,6 +57,10 @@ pub(super) struct RawProvider {
     pub connect_timeout: Option<DurationText>,
     pub api_version: Option<String>,
     pub responses: Option<bool>,
+    pub region: Option<String>,
+    pub aws_access_key_id: Option<String>,
+    pub aws_secret_access_key: Option<String>,
+    pub aws_session_token: Option<String>,
 }
 
 /// One `[[routes]]` entry.

@@ -161,7 +161,7 @@ kind = "openai"
 base_url = "https://x"
 [[providers]]
 name = "p"
-kind = "bedrock"
+kind = "vertex"
 base_url = "ftp://x"
 [[providers]]
 name = "p"
@@ -180,7 +180,7 @@ targets = [{ provider = "p", model = "m" }]
     let e = error_at(
         &errs,
         "providers[1].kind",
-        "unknown provider kind `bedrock`",
+        "unknown provider kind `vertex`",
     );
     assert!(e
         .hint

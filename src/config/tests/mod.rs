@@ -4,6 +4,7 @@
 //! and `[routes.adaptive]`, `telemetry.rs` for `[telemetry]`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bedrock;
 mod defaults;
 mod errors;
 mod policy_errors;

@@ -6,6 +6,7 @@
 //! `policy.rs` the route policies, with `pick.rs` choosing each key from the route,
 //! `[defaults]` or the built-in default; `interp.rs` the `${VAR}` syntax.
 
+mod cloud;
 mod interp;
 mod pick;
 mod policy;
@@ -107,6 +108,11 @@ impl Ctx<'_> {
         if !self.errors.contains(&error) {
             self.errors.push(error);
         }
+    }
+
+    /// An environment variable (the standard AWS variables a bedrock provider falls back on).
+    pub(super) fn env(&self, name: &str) -> Option<String> {
+        (self.env)(name)
     }
 
     /// A string value with its `${VAR}` references resolved; `None` (and errors) if one is

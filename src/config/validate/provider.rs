@@ -16,8 +16,10 @@ const KINDS: &[ProviderKind] = &[
     ProviderKind::Anthropic,
     ProviderKind::Gemini,
     ProviderKind::OpenAiCompatible,
+    ProviderKind::Bedrock,
 ];
-const KIND_HINT: &str = "kind is one of openai, azure, anthropic, gemini, openai-compatible";
+const KIND_HINT: &str =
+    "kind is one of openai, azure, anthropic, gemini, openai-compatible, bedrock";
 
 /// The providers in file order, and those targets may refer to by name.
 pub(super) struct Providers {
@@ -74,11 +76,19 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
         }
         let kind = provider_kind(ctx, &at, p);
         let responses = responses(ctx, &at, p, kind);
+        let mut api_key = api_key(ctx, &at, p);
+        let aws = super::cloud::aws(ctx, &at, p, kind, &mut api_key);
+        let base_url = match (&aws, &p.base_url) {
+            // The region's endpoint, unless overridden (a VPC endpoint, a test's mock).
+            (Some(aws), None) => super::cloud::bedrock_endpoint(&aws.region),
+            _ => base_url(ctx, &at, p).unwrap_or_default(),
+        };
         let config = Arc::new(ProviderConfig {
             name: name.clone().unwrap_or_default(),
             kind: kind.unwrap_or(ProviderKind::OpenAi),
-            base_url: base_url(ctx, &at, p).unwrap_or_default(),
-            api_key: api_key(ctx, &at, p),
+            base_url,
+            api_key,
+            aws,
             api_version: api_version(ctx, &at, p),
             connect_timeout: p
                 .connect_timeout
@@ -194,7 +204,7 @@ fn responses(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider, kind: Option<Provider
     let native = match kind {
         Some(ProviderKind::OpenAi | ProviderKind::Azure) => true,
         Some(ProviderKind::OpenAiCompatible) => false,
-        Some(ProviderKind::Anthropic | ProviderKind::Gemini) | None => {
+        Some(ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::Bedrock) | None => {
             if p.responses.is_some() && kind.is_some() {
                 ctx.error(
                     format!("{at}.responses"),
