@@ -1,21 +1,15 @@
 //! The exporter: a thread of its own (with a single-threaded runtime), so writing and posting
 //! spans never holds up a server thread. It takes traced requests off the queue in batches,
-//! writes their spans into one OTLP `ExportTraceServiceRequest` (the protocol's published
-//! messages, `opentelemetry-proto`), encodes it (protobuf) and posts it to
-//! `{otlp_endpoint}/v1/traces`, within a time and answer-size bound. A failed export is not
-//! retried: its spans are counted and the next batch goes on.
+//! encodes their spans as one OTLP `ExportTraceServiceRequest` (protobuf, `proto.rs`) and
+//! posts it to `{otlp_endpoint}/v1/traces`, within a time and answer-size bound. A failed
+//! export is not retried: its spans are counted and the next batch goes on.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
-use prost::Message;
 use tokio::sync::{mpsc, oneshot};
 
+use super::proto::{self, Value};
 use super::{spans, Counts, Traced};
 use crate::config::TelemetryConfig;
 
@@ -40,8 +34,10 @@ pub struct Exporter {
 struct Sink {
     client: reqwest::Client,
     url: String,
-    resource: Resource,
-    scope: InstrumentationScope,
+    /// The encoded `Resource` (`service.name`) and `InstrumentationScope`.
+    resource: Vec<u8>,
+    scope: Vec<u8>,
+    scratch: spans::Scratch,
     counts: Counts,
     /// The last export failed (the log says so once per outage).
     failing: bool,
@@ -53,21 +49,17 @@ impl Exporter {
         queue: mpsc::Receiver<Traced>,
         counts: Counts,
     ) -> Result<Exporter, String> {
-        let resource = Resource {
-            attributes: vec![KeyValue {
-                key: "service.name".into(),
-                value: Some(AnyValue {
-                    value: Some(Value::StringValue(config.service_name.clone())),
-                }),
-                key_strindex: 0,
-            }],
-            ..Resource::default()
-        };
-        let scope = InstrumentationScope {
-            name: "switchyard".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ..InstrumentationScope::default()
-        };
+        // Resource: attributes = 1. InstrumentationScope: name = 1, version = 2.
+        let mut resource = Vec::new();
+        proto::attribute(
+            &mut resource,
+            1,
+            "service.name",
+            Value::Str(&config.service_name),
+        );
+        let mut scope = Vec::new();
+        proto::string(&mut scope, 1, "switchyard");
+        proto::string(&mut scope, 2, env!("CARGO_PKG_VERSION"));
         let url = config.traces_url();
         let (stop, stopped) = oneshot::channel();
         let (finished, done) = oneshot::channel();
@@ -85,6 +77,7 @@ impl Exporter {
                             url,
                             resource,
                             scope,
+                            scratch: spans::Scratch::default(),
                             counts,
                             failing: false,
                         };
@@ -117,17 +110,16 @@ async fn run(
             n = queue.recv_many(&mut batch, MAX_BATCH) => if n == 0 { break },
             _ = &mut stopped => break,
         }
-        // Then the batch fills while this thread sleeps: waiting on the queue instead would wake
-        // it for every request (a wake-up costs more than the request's spans).
-        tokio::select! {
-            _ = tokio::time::sleep(LINGER) => {}
-            _ = &mut stopped => {}
-        }
-        while batch.len() < MAX_BATCH {
-            match queue.try_recv() {
-                Ok(t) => batch.push(t),
-                Err(_) => break,
+        // Then the batch fills while this thread sleeps (unless a whole one is waiting):
+        // waiting on the queue instead would wake it for every request, and a wake-up costs
+        // more than the request's spans.
+        take(&mut queue, &mut batch);
+        if batch.len() < MAX_BATCH {
+            tokio::select! {
+                _ = tokio::time::sleep(LINGER) => {}
+                _ = &mut stopped => {}
             }
+            take(&mut queue, &mut batch);
         }
         sink.export(&mut batch, EXPORT_TIMEOUT).await;
     }
@@ -140,26 +132,34 @@ async fn run(
     }
 }
 
+/// What is queued, up to a whole batch, without waiting.
+fn take(queue: &mut mpsc::Receiver<Traced>, batch: &mut Vec<Traced>) {
+    while batch.len() < MAX_BATCH {
+        match queue.try_recv() {
+            Ok(t) => batch.push(t),
+            Err(_) => break,
+        }
+    }
+}
+
 impl Sink {
     /// Export `batch` (emptied).
     async fn export(&mut self, batch: &mut Vec<Traced>, within: Duration) {
-        let mut spans = Vec::with_capacity(batch.len() * 3);
+        // ScopeSpans: scope = 1, spans = 2 (written by `spans::write`).
+        let mut scope_spans = Vec::with_capacity(batch.len() * 2048);
+        proto::bytes(&mut scope_spans, 1, &self.scope);
+        let mut n = 0u64;
         for t in batch.drain(..) {
-            spans::spans(t, &mut spans);
+            n += spans::count(&t) as u64;
+            spans::write(&t, &mut scope_spans, &mut self.scratch);
         }
-        let n = spans.len() as u64;
-        let body = ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(self.resource.clone()),
-                scope_spans: vec![ScopeSpans {
-                    scope: Some(self.scope.clone()),
-                    spans,
-                    schema_url: String::new(),
-                }],
-                schema_url: String::new(),
-            }],
-        }
-        .encode_to_vec();
+        // ResourceSpans: resource = 1, scope_spans = 2; the request: resource_spans = 1.
+        let mut resource_spans = Vec::with_capacity(scope_spans.len() + self.resource.len() + 16);
+        proto::bytes(&mut resource_spans, 1, &self.resource);
+        proto::bytes(&mut resource_spans, 2, &scope_spans);
+        drop(scope_spans);
+        let mut body = Vec::with_capacity(resource_spans.len() + 8);
+        proto::bytes(&mut body, 1, &resource_spans);
         let result = match tokio::time::timeout(within, self.post(body)).await {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {} s", within.as_secs())),

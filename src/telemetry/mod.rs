@@ -8,11 +8,12 @@
 //! what it came to ([`Traced`]) to a bounded queue without waiting ([`Telemetry::submit`]).
 //! Everything else (spans, attributes, protobuf, the POST) happens on the exporter's own thread
 //! (`export.rs`), off the request path and off the server threads; `spans.rs` writes the spans
-//! straight into the OTLP protocol's messages. A full queue or a
+//! straight into OTLP protobuf (`proto.rs`). A full queue or a
 //! collector that is down costs requests nothing: the spans are dropped and counted in
 //! `switchyard_trace_spans_total{outcome}`. Without `[telemetry]` nothing is built.
 
 mod export;
+mod proto;
 mod spans;
 
 use std::sync::atomic::AtomicU64;

@@ -1,17 +1,12 @@
-//! A traced request's spans, written straight into the OTLP protocol's messages
-//! (`opentelemetry-proto`): the server span (the client's request), a client span per upstream
-//! call, and an event on the server span per target passed over. Attribute names follow the
-//! OpenTelemetry GenAI semantic conventions (`gen_ai.*`, `error.type`,
-//! `http.response.status_code`, `server.address`) and add the gateway's (`switchyard.*`).
+//! A traced request's spans, encoded straight into OTLP protobuf (`proto.rs`): the server span
+//! (the client's request), a client span per upstream call, and an event on the server span
+//! per target passed over. Attribute names follow the OpenTelemetry GenAI semantic conventions
+//! (`gen_ai.*`, `error.type`, `http.response.status_code`, `server.address`) and add the
+//! gateway's (`switchyard.*`).
 
 use std::time::{Duration, SystemTime};
 
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
-use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use opentelemetry_proto::tonic::trace::v1::{Span, Status};
-
+use super::proto::{self, attribute, Value};
 use super::Traced;
 use crate::config::ProviderKind;
 use crate::routing::path::{Attempt, AttemptOutcome};
@@ -26,6 +21,36 @@ const MAX_DESCRIPTION: usize = 512;
 
 /// The W3C flags of a sampled span, as OTLP's `flags` carry them.
 const SAMPLED: u32 = 1;
+
+/// `Span` fields (opentelemetry/proto/trace/v1/trace.proto).
+mod field {
+    pub(super) const TRACE_ID: u32 = 1;
+    pub(super) const SPAN_ID: u32 = 2;
+    pub(super) const PARENT_SPAN_ID: u32 = 4;
+    pub(super) const NAME: u32 = 5;
+    pub(super) const KIND: u32 = 6;
+    pub(super) const START: u32 = 7;
+    pub(super) const END: u32 = 8;
+    pub(super) const ATTRIBUTES: u32 = 9;
+    pub(super) const EVENTS: u32 = 11;
+    pub(super) const STATUS: u32 = 15;
+    pub(super) const FLAGS: u32 = 16;
+    /// `ScopeSpans.spans`.
+    pub(super) const SCOPE_SPANS: u32 = 2;
+}
+
+/// `SpanKind`.
+const SERVER: u64 = 2;
+const CLIENT: u64 = 3;
+/// `Status.StatusCode.STATUS_CODE_ERROR`.
+const ERROR: u64 = 2;
+
+/// Buffers reused from span to span.
+#[derive(Default)]
+pub(super) struct Scratch {
+    span: Vec<u8>,
+    event: Vec<u8>,
+}
 
 /// The `gen_ai.provider.name` of a provider kind (the conventions' names where they have one).
 pub(super) fn provider_name(kind: ProviderKind) -> &'static str {
@@ -44,41 +69,46 @@ pub(super) fn count(t: &Traced) -> usize {
     1 + t.path.iter().filter(|a| a.picked.is_some()).count()
 }
 
-/// An attribute.
-fn kv(key: &str, value: Value) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue { value: Some(value) }),
-        key_strindex: 0,
-    }
-}
-
-fn text(key: &str, value: impl Into<String>) -> KeyValue {
-    kv(key, Value::StringValue(value.into()))
-}
-
-fn int(key: &str, value: i64) -> KeyValue {
-    kv(key, Value::IntValue(value))
-}
-
-fn flag(key: &str, value: bool) -> KeyValue {
-    kv(key, Value::BoolValue(value))
-}
-
 fn nanos(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-fn error_status(message: String) -> Option<Status> {
-    Some(Status {
-        message,
-        code: StatusCode::Error as i32,
-    })
+/// `chat {what}` as field `field`.
+fn name(out: &mut Vec<u8>, field: u32, what: &str) {
+    let mut text = String::with_capacity(OPERATION.len() + 1 + what.len());
+    text.push_str(OPERATION);
+    text.push(' ');
+    text.push_str(what);
+    proto::string(out, field, &text);
 }
 
-/// The spans of `t`, the server span first, appended to `out`.
-pub(super) fn spans(t: Traced, out: &mut Vec<Span>) {
+/// An error `Status` (message = 2, code = 3).
+fn error_status(out: &mut Vec<u8>, message: &str) {
+    let mut status = Vec::with_capacity(message.len() + 8);
+    proto::string(&mut status, 2, message);
+    proto::uint(&mut status, 3, ERROR);
+    proto::bytes(out, field::STATUS, &status);
+}
+
+/// The fields every span starts with: ids, flags, name, kind, times.
+fn head(out: &mut Vec<u8>, trace_id: u128, span: u64, parent: Option<u64>, kind: u64) {
+    proto::bytes(out, field::TRACE_ID, &trace_id.to_be_bytes());
+    proto::bytes(out, field::SPAN_ID, &span.to_be_bytes());
+    if let Some(parent) = parent {
+        proto::bytes(out, field::PARENT_SPAN_ID, &parent.to_be_bytes());
+    }
+    proto::fixed32(out, field::FLAGS, SAMPLED);
+    proto::uint(out, field::KIND, kind);
+}
+
+fn times(out: &mut Vec<u8>, start: SystemTime, end: SystemTime) {
+    proto::fixed64(out, field::START, nanos(start));
+    proto::fixed64(out, field::END, nanos(end));
+}
+
+/// The spans of `t`, the server span first, appended to `out` as `ScopeSpans.spans` entries.
+pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
     let Traced {
         trace,
         end,
@@ -86,8 +116,7 @@ pub(super) fn spans(t: Traced, out: &mut Vec<Span>) {
         record,
         path,
     } = t;
-    let start = end.checked_sub(latency).unwrap_or(end);
-    let trace_id = trace.trace_id.to_be_bytes().to_vec();
+    let start = end.checked_sub(*latency).unwrap_or(*end);
     let served = record.target.as_deref();
     let served_attempt = path
         .iter()
@@ -95,187 +124,161 @@ pub(super) fn spans(t: Traced, out: &mut Vec<Span>) {
     let hedged_race = path
         .iter()
         .any(|a| a.picked == Some(Picked::Hedge) || a.outcome == AttemptOutcome::HedgeLost);
-    let calls: Vec<usize> = (0..path.len())
-        .filter(|&i| path[i].picked.is_some())
-        .collect();
+    let calls = path.iter().filter(|a| a.picked.is_some()).count();
 
-    let mut attributes = Vec::with_capacity(18);
-    attributes.extend([
-        text("gen_ai.operation.name", OPERATION),
-        text("gen_ai.request.model", record.route.as_str()),
-        int("http.response.status_code", i64::from(record.status)),
-        text("switchyard.route", record.route.as_str()),
-        text("switchyard.request_id", record.request_id.as_str()),
-        flag("switchyard.stream", record.stream),
-        int("switchyard.attempts", calls.len() as i64),
-        flag("switchyard.hedged", record.hedged),
-        int("switchyard.turns_dropped", i64::from(record.turns_dropped)),
-    ]);
+    let span = &mut scratch.span;
+    span.clear();
+    head(span, trace.trace_id, trace.span, trace.parent, SERVER);
+    name(span, field::NAME, &record.route);
+    times(span, start, *end);
+    let mut attr = |key: &str, value: Value<'_>| attribute(span, field::ATTRIBUTES, key, value);
+    attr("gen_ai.operation.name", Value::Str(OPERATION));
+    attr("gen_ai.request.model", Value::Str(&record.route));
+    attr(
+        "http.response.status_code",
+        Value::Int(i64::from(record.status)),
+    );
+    attr("switchyard.route", Value::Str(&record.route));
+    attr("switchyard.request_id", Value::Str(&record.request_id));
+    attr("switchyard.stream", Value::Bool(record.stream));
+    attr("switchyard.attempts", Value::Int(calls as i64));
+    attr("switchyard.hedged", Value::Bool(record.hedged));
+    attr(
+        "switchyard.turns_dropped",
+        Value::Int(i64::from(record.turns_dropped)),
+    );
     if let Some(a) = served_attempt.and_then(|i| path.get(i)) {
-        attributes.extend([
-            text(
-                "gen_ai.provider.name",
-                provider_name(a.target.provider.config.kind),
-            ),
-            text("gen_ai.response.model", a.target.config.model.as_str()),
-            text("switchyard.target", a.target.id()),
-        ]);
+        let kind = provider_name(a.target.provider.config.kind);
+        attr("gen_ai.provider.name", Value::Str(kind));
+        attr("gen_ai.response.model", Value::Str(&a.target.config.model));
+        attr("switchyard.target", Value::Str(a.target.id()));
     }
     if let Some(n) = record.tokens_in {
-        attributes.push(int("gen_ai.usage.input_tokens", n as i64));
+        attr("gen_ai.usage.input_tokens", Value::Int(n as i64));
     }
     if let Some(n) = record.tokens_out {
-        attributes.push(int("gen_ai.usage.output_tokens", n as i64));
+        attr("gen_ai.usage.output_tokens", Value::Int(n as i64));
     }
     if let Some(ttft) = record.ttft_ms {
-        attributes.push(kv(
-            "switchyard.time_to_first_token_ms",
-            Value::DoubleValue(ttft),
-        ));
+        attr("switchyard.time_to_first_token_ms", Value::Double(ttft));
     }
-    if let Some(session) = record.session {
-        attributes.push(text("switchyard.session", session));
+    if let Some(session) = &record.session {
+        attr("switchyard.session", Value::Str(session));
     }
     let failed = record.status >= 500 || record.status == 499 || record.error.is_some();
-    let status = if failed {
+    if failed {
         let kind = if record.status >= 400 {
             record.status.to_string()
         } else {
             "stream_broken".to_owned()
         };
-        attributes.push(text("error.type", kind));
-        error_status(description(record.error.as_deref().unwrap_or("")))
-    } else {
-        None
-    };
-    let events = (path.iter().filter(|a| a.picked.is_none()))
-        .map(|a| Event {
-            time_unix_nano: nanos(start),
-            name: "switchyard.target_passed_over".to_owned(),
-            attributes: vec![
-                text("switchyard.target", a.target.id()),
-                text("switchyard.reason", a.outcome.label()),
-                text("switchyard.breaker.state", breaker_state(a)),
-            ],
-            dropped_attributes_count: 0,
-        })
-        .collect();
-    out.push(Span {
-        trace_id: trace_id.clone(),
-        span_id: trace.span.to_be_bytes().to_vec(),
-        trace_state: String::new(),
-        parent_span_id: trace
-            .parent
-            .map_or_else(Vec::new, |p| p.to_be_bytes().to_vec()),
-        flags: SAMPLED,
-        name: format!("{OPERATION} {}", record.route),
-        kind: SpanKind::Server as i32,
-        start_time_unix_nano: nanos(start),
-        end_time_unix_nano: nanos(end),
-        attributes,
-        dropped_attributes_count: 0,
-        events,
-        dropped_events_count: 0,
-        links: Vec::new(),
-        dropped_links_count: 0,
-        status,
-    });
-
-    for (n, &i) in calls.iter().enumerate() {
-        let a = &path[i];
-        let mut span = attempt_span(
-            a,
-            at(start, a.start),
-            calls.get(n + 1).is_some(),
-            hedged_race,
-            served_attempt == Some(i),
+        attr("error.type", Value::Str(&kind));
+        error_status(span, &description(record.error.as_deref().unwrap_or("")));
+    }
+    for a in path.iter().filter(|a| a.picked.is_none()) {
+        let event = &mut scratch.event;
+        event.clear();
+        // Event: time_unix_nano = 1, name = 2, attributes = 3.
+        proto::fixed64(event, 1, nanos(start));
+        proto::string(event, 2, "switchyard.target_passed_over");
+        attribute(event, 3, "switchyard.target", Value::Str(a.target.id()));
+        attribute(event, 3, "switchyard.reason", Value::Str(a.outcome.label()));
+        attribute(
+            event,
+            3,
+            "switchyard.breaker.state",
+            Value::Str(breaker_state(a)),
         );
-        span.trace_id = trace_id.clone();
-        span.parent_span_id = trace.span.to_be_bytes().to_vec();
-        out.push(span);
+        proto::bytes(span, field::EVENTS, event);
+    }
+    proto::bytes(out, field::SCOPE_SPANS, span);
+
+    let mut seen = 0;
+    for (i, a) in path.iter().enumerate().filter(|(_, a)| a.picked.is_some()) {
+        seen += 1;
+        let span = &mut scratch.span;
+        span.clear();
+        attempt_span(
+            span,
+            a,
+            AttemptSpan {
+                trace_id: trace.trace_id,
+                parent: trace.span,
+                start: at(start, a.start),
+                moved_on: seen < calls,
+                hedged_race,
+                served: served_attempt == Some(i),
+            },
+        );
+        proto::bytes(out, field::SCOPE_SPANS, span);
     }
 }
 
-/// The span of one upstream call that started at `start`; `moved_on`: another call followed
-/// it; `hedged_race`: the request raced a hedge; `served`: it produced the answer.
-fn attempt_span(
-    a: &Attempt,
+/// What an attempt's span needs beside the attempt.
+struct AttemptSpan {
+    trace_id: u128,
+    parent: u64,
     start: SystemTime,
+    /// Another call followed it.
     moved_on: bool,
+    /// The request raced a hedge.
     hedged_race: bool,
+    /// It produced the answer.
     served: bool,
-) -> Span {
+}
+
+fn attempt_span(span: &mut Vec<u8>, a: &Attempt, s: AttemptSpan) {
     let target = &a.target;
-    let mut attributes = Vec::with_capacity(14);
-    attributes.extend([
-        text("gen_ai.operation.name", OPERATION),
-        text(
-            "gen_ai.provider.name",
-            provider_name(target.provider.config.kind),
-        ),
-        text("gen_ai.request.model", target.config.model.as_str()),
-        text("switchyard.target", target.id()),
-        text("switchyard.attempt.outcome", a.outcome.label()),
-        text("switchyard.breaker.state", breaker_state(a)),
-    ]);
+    head(span, s.trace_id, span_id(a), Some(s.parent), CLIENT);
+    name(span, field::NAME, &target.config.model);
+    times(span, s.start, at(s.start, a.duration));
+    let mut attr = |key: &str, value: Value<'_>| attribute(span, field::ATTRIBUTES, key, value);
+    attr("gen_ai.operation.name", Value::Str(OPERATION));
+    attr(
+        "gen_ai.provider.name",
+        Value::Str(provider_name(target.provider.config.kind)),
+    );
+    attr("gen_ai.request.model", Value::Str(&target.config.model));
+    attr("switchyard.target", Value::Str(target.id()));
+    attr("switchyard.attempt.outcome", Value::Str(a.outcome.label()));
+    attr("switchyard.breaker.state", Value::Str(breaker_state(a)));
     if let Some(host) = target.url.host() {
-        attributes.push(text("server.address", host));
+        attr("server.address", Value::Str(host));
     }
     if let Some(picked) = a.picked {
-        attributes.push(text("switchyard.attempt.picked", picked.label()));
+        attr("switchyard.attempt.picked", Value::Str(picked.label()));
     }
     if let Some(status) = a.status {
-        attributes.push(int("http.response.status_code", i64::from(status)));
+        attr("http.response.status_code", Value::Int(i64::from(status)));
     }
     if let Some(chars) = a.carried_chars {
-        attributes.push(int("switchyard.carried_chars", chars as i64));
+        attr("switchyard.carried_chars", Value::Int(chars as i64));
     }
     let hedge = match a.outcome {
         AttemptOutcome::HedgeLost => Some("lost"),
-        _ if served && hedged_race => Some("won"),
+        _ if s.served && s.hedged_race => Some("won"),
         _ if a.picked == Some(Picked::Hedge) => Some("failed"),
         _ => None,
     };
     if let Some(hedge) = hedge {
-        attributes.push(text("switchyard.hedge.outcome", hedge));
+        attr("switchyard.hedge.outcome", Value::Str(hedge));
     }
     let failed = !matches!(
         a.outcome,
         AttemptOutcome::Ok | AttemptOutcome::HedgeLost | AttemptOutcome::Cancelled
     );
-    let status = if failed {
+    if failed {
         let kind = match (a.outcome, a.status) {
             (AttemptOutcome::Status, Some(code)) => code.to_string(),
             (outcome, _) => outcome.label().to_owned(),
         };
-        attributes.push(text("error.type", kind));
-        if moved_on {
-            attributes.push(text("switchyard.failover.reason", a.outcome.label()));
+        attr("error.type", Value::Str(&kind));
+        if s.moved_on {
+            attr("switchyard.failover.reason", Value::Str(a.outcome.label()));
         }
-        error_status(a.outcome.label().to_owned())
-    } else {
-        if a.outcome == AttemptOutcome::Ok {
-            attributes.push(text("gen_ai.response.model", target.config.model.as_str()));
-        }
-        None
-    };
-    Span {
-        trace_id: Vec::new(),
-        span_id: span_id(a).to_be_bytes().to_vec(),
-        trace_state: String::new(),
-        parent_span_id: Vec::new(),
-        flags: SAMPLED,
-        name: format!("{OPERATION} {}", target.config.model),
-        kind: SpanKind::Client as i32,
-        start_time_unix_nano: nanos(start),
-        end_time_unix_nano: nanos(at(start, a.duration)),
-        attributes,
-        dropped_attributes_count: 0,
-        events: Vec::new(),
-        dropped_events_count: 0,
-        links: Vec::new(),
-        dropped_links_count: 0,
-        status,
+        error_status(span, a.outcome.label());
+    } else if a.outcome == AttemptOutcome::Ok {
+        attr("gen_ai.response.model", Value::Str(&target.config.model));
     }
 }
 

@@ -177,11 +177,7 @@ targets = [{ provider = "p", model = "m" }]
 "#;
     let errs = errors(text);
     error_at(&errs, "providers[0].name", "invalid provider name `a b`");
-    let e = error_at(
-        &errs,
-        "providers[1].kind",
-        "unknown provider kind `vertex`",
-    );
+    let e = error_at(&errs, "providers[1].kind", "unknown provider kind `vertex`");
     assert!(e
         .hint
         .as_deref()
