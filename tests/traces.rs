@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::otlp::{Collector, Span};
 use support::*;
-use switchyard::mock::FaultPlan;
+use switchyard::mock::{FaultPlan, MockServer};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
@@ -23,6 +23,25 @@ fn traced(toml: &str, collector: &str, extra: &str) -> String {
 
 fn client_traceparent(flags: &str) -> String {
     format!("00-{TRACE}-{CLIENT_SPAN}-{flags}")
+}
+
+/// A request under the client's sampled trace.
+async fn sampled(gw: &Gateway, body: serde_json::Value) -> reqwest::Response {
+    gw.chat_with(body, &[("traceparent", &client_traceparent("01"))])
+        .await
+}
+
+/// `n` mocks, a collector, and a gateway tracing to it (`toml` extra route lines, `extra`
+/// more `[telemetry]` keys).
+async fn traced_gateway(
+    n: usize,
+    toml: &str,
+    extra: &str,
+) -> (Vec<MockServer>, Collector, Gateway) {
+    let m = mocks(n).await;
+    let collector = Collector::start().await;
+    let gw = Gateway::start(&traced(&(config(&m, "") + toml), &collector.url, extra)).await;
+    (m, collector, gw)
 }
 
 /// The server span and the client spans (in start order) of one trace.
@@ -36,20 +55,12 @@ fn split(spans: Vec<Span>) -> (Span, Vec<Span>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_is_one_trace_under_the_clients_span() {
-    let m = mocks(2).await;
-    let collector = Collector::start().await;
-    let toml = config(&m, "");
-    let gw = Gateway::start(&traced(&toml, &collector.url, "")).await;
+    let (m, collector, gw) = traced_gateway(2, "", "").await;
     m[0].set_plan(FaultPlan {
         status: Some(503),
         ..FaultPlan::default()
     });
-    let resp = gw
-        .chat_with(
-            chat_body(false),
-            &[("traceparent", &client_traceparent("01"))],
-        )
-        .await;
+    let resp = sampled(&gw, chat_body(false)).await;
     assert_eq!(resp.status(), 200);
     let (server, calls) = split(collector.trace(TRACE, 3).await);
 
@@ -115,20 +126,13 @@ async fn a_failover_is_one_trace_under_the_clients_span() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hedge_and_its_loser_are_marked() {
-    let m = mocks(2).await;
-    let collector = Collector::start().await;
-    let toml = config(&m, "") + "\n[routes.hedge]\ndelay = \"50ms\"\nbudget = 1.0\n";
-    let gw = Gateway::start(&traced(&toml, &collector.url, "")).await;
+    let hedge = "\n[routes.hedge]\ndelay = \"50ms\"\nbudget = 1.0\n";
+    let (m, collector, gw) = traced_gateway(2, hedge, "").await;
     m[0].set_plan(FaultPlan {
         latency_ms: 1500,
         ..FaultPlan::default()
     });
-    let resp = gw
-        .chat_with(
-            chat_body(false),
-            &[("traceparent", &client_traceparent("01"))],
-        )
-        .await;
+    let resp = sampled(&gw, chat_body(false)).await;
     assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
     let (server, calls) = split(collector.trace(TRACE, 3).await);
     assert_eq!(server.attr("switchyard.hedged"), "true");
@@ -150,19 +154,12 @@ async fn a_hedge_and_its_loser_are_marked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_continued_elsewhere_has_a_span_per_target() {
-    let m = mocks(2).await;
-    let collector = Collector::start().await;
-    let gw = Gateway::start(&traced(&config(&m, ""), &collector.url, "")).await;
+    let (m, collector, gw) = traced_gateway(2, "", "").await;
     m[0].set_plan(FaultPlan {
         cut_after_chunks: Some(3),
         ..FaultPlan::default()
     });
-    let resp = gw
-        .chat_with(
-            chat_body(true),
-            &[("traceparent", &client_traceparent("01"))],
-        )
-        .await;
+    let resp = sampled(&gw, chat_body(true)).await;
     let text = resp.text().await.unwrap();
     assert!(text.contains("[DONE]"), "the stream was continued: {text}");
     let (server, calls) = split(collector.trace(TRACE, 3).await);
@@ -209,12 +206,7 @@ async fn sampling_follows_the_client_then_the_ratio() {
     assert_eq!(unsampled.status(), 200);
     assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
     // A sampled client trace is always traced.
-    let sampled = gw
-        .chat_with(
-            chat_body(false),
-            &[("traceparent", &client_traceparent("01"))],
-        )
-        .await;
+    let sampled = sampled(&gw, chat_body(false)).await;
     assert_eq!(sampled.status(), 200);
     let spans = collector.trace(TRACE, 2).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -279,12 +271,7 @@ async fn a_collector_that_is_down_costs_requests_nothing() {
     };
     let gw = Gateway::start(&traced(&config(&m, ""), &closed, "")).await;
     for _ in 0..5 {
-        let resp = gw
-            .chat_with(
-                chat_body(false),
-                &[("traceparent", &client_traceparent("01"))],
-            )
-            .await;
+        let resp = sampled(&gw, chat_body(false)).await;
         assert_eq!(resp.status(), 200);
     }
     let failed = support::audit::eventually(10, || async {
@@ -311,12 +298,7 @@ async fn a_collector_that_is_down_costs_requests_nothing() {
 async fn without_telemetry_nothing_is_traced_or_sent_upstream() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, "")).await;
-    let resp = gw
-        .chat_with(
-            chat_body(false),
-            &[("traceparent", &client_traceparent("01"))],
-        )
-        .await;
+    let resp = sampled(&gw, chat_body(false)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(m[0].requests()[0].header("traceparent"), None);
     assert!(!metrics(&gw).await.contains("switchyard_trace_spans_total"));

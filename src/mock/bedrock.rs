@@ -33,43 +33,19 @@ use super::RecordedRequest;
 pub(crate) fn routes() -> Router<Arc<MockState>> {
     Router::new()
         .route("/model/{model}/invoke", post(invoke))
-        .route(
-            "/model/{model}/invoke-with-response-stream",
-            post(invoke_stream),
-        )
+        .route("/model/{model}/invoke-with-response-stream", post(invoke))
 }
 
+/// Both operations: the path says whether the answer streams.
 async fn invoke(
-    state: State<Arc<MockState>>,
-    model: Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(state, model, method, uri, headers, body, false).await
-}
-
-async fn invoke_stream(
-    state: State<Arc<MockState>>,
-    model: Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    serve(state, model, method, uri, headers, body, true).await
-}
-
-async fn serve(
     State(state): State<Arc<MockState>>,
     Path(model): Path<String>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-    stream: bool,
 ) -> Response {
+    let stream = uri.path().ends_with("/invoke-with-response-stream");
     state.record(RecordedRequest::capture(&method, &uri, &headers, &body));
     let response = match checked(&state, &model, &method, &uri, &headers, &body) {
         Err(refusal) => *refusal,
