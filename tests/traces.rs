@@ -340,7 +340,15 @@ async fn an_agent_traced_with_the_opentelemetry_sdk_gets_the_gateways_spans_in_i
     );
     let agent: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let trace = agent["trace_id"].as_str().unwrap();
-    assert!(agent["traceparent"].as_str().unwrap().ends_with("-01"));
+    // Sampled: bit 0 of the flags (level 2 of the W3C spec adds bit 1, "random").
+    let flags = agent["traceparent"]
+        .as_str()
+        .unwrap_or("")
+        .rsplit('-')
+        .next()
+        .unwrap_or("");
+    let flags = u8::from_str_radix(flags, 16).unwrap_or(0);
+    assert_eq!(flags & 1, 1, "the agent's sampled context: {agent}");
     assert!(!agent["text"].as_str().unwrap().is_empty());
     let (server, calls) = split(collector.trace(trace, 3).await);
     assert_eq!(server.parent, agent["span_id"].as_str().unwrap());

@@ -129,6 +129,9 @@ mod tests {
         );
         let unsampled = parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
         assert_eq!(unsampled.map(|t| t.sampled), Some(false));
+        // Level 2 of the spec adds the "random" flag (bit 1): still sampled by bit 0.
+        let random = parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03");
+        assert_eq!(random.map(|t| t.sampled), Some(true));
         assert_eq!(
             parse("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
             None
