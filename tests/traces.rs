@@ -322,23 +322,11 @@ async fn an_agent_traced_with_the_opentelemetry_sdk_gets_the_gateways_spans_in_i
     .await;
     m[0].set_plan(down());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/otel_client.py");
-    let base = gw.url("/v1");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script, &base])
-            .env("OTEL_SDK_DISABLED", "false")
-            .env("OTEL_TRACES_EXPORTER", "none")
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "the agent script failed:\n{stderr}"
-    );
-    let agent: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let env = &[
+        ("OTEL_SDK_DISABLED", "false"),
+        ("OTEL_TRACES_EXPORTER", "none"),
+    ];
+    let agent = python_json(script, vec![gw.url("/v1")], env).await;
     let trace = agent["trace_id"].as_str().unwrap();
     // Sampled: bit 0 of the flags (level 2 of the W3C spec adds bit 1, "random").
     let flags = agent["traceparent"]

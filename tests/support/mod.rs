@@ -368,6 +368,28 @@ pub fn python_sdk(module: &str) -> bool {
     have
 }
 
+/// Run `python3 script args...` (with `env` added) off the runtime's threads; its stdout as
+/// JSON, after asserting it exited 0 (stderr in the message when not).
+pub async fn python_json(
+    script: &'static str,
+    args: Vec<String>,
+    env: &'static [(&'static str, &'static str)],
+) -> serde_json::Value {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .args(&args)
+            .envs(env.iter().copied())
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{script} failed:\n{stderr}");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// A `sqlite://` URL of a fresh file for a gateway's `[responses] store` (in the temp dir).
 pub fn responses_db() -> String {
     let path = std::env::temp_dir().join(format!("switchyard-responses-{}.db", fastrand::u64(..)));
