@@ -32,6 +32,7 @@ pub use policy::{
     AdaptivePolicy, Affinity, BreakerPolicy, BuiltinTools, ContextPolicy, FailoverPolicy,
     HedgeDelay, HedgePolicy, MidStream, OnOverflow, RetryBudgetPolicy,
 };
+pub(crate) use validate::parse_google_credentials;
 
 /// The resolved, validated configuration. Built only by [`Config::load`] / [`Config::from_toml`].
 #[derive(Debug, Clone)]
@@ -107,6 +108,8 @@ pub enum ProviderKind {
     Gemini,
     /// `bedrock`: Amazon Bedrock (Anthropic models), SigV4-signed or with a Bedrock API key.
     Bedrock,
+    /// `vertex`: Google Vertex AI (Gemini and Anthropic models), with OAuth 2 access tokens.
+    Vertex,
 }
 
 impl ProviderKind {
@@ -119,6 +122,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Gemini => "gemini",
             ProviderKind::Bedrock => "bedrock",
+            ProviderKind::Vertex => "vertex",
         }
     }
 }
@@ -145,6 +149,71 @@ pub struct ProviderConfig {
     pub responses: bool,
     /// `bedrock`: the region and how calls are signed.
     pub aws: Option<AwsConfig>,
+    /// `vertex`: the project, location and credentials.
+    pub vertex: Option<VertexConfig>,
+}
+
+/// A `vertex` provider's project, location and credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VertexConfig {
+    pub project: String,
+    /// A region (`us-east5`) or `global`.
+    pub location: String,
+    pub credentials: GoogleCredentials,
+}
+
+/// How a `vertex` provider gets its OAuth 2 access tokens. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub enum GoogleCredentials {
+    /// A token given as it is (`access_token`), sent until it is replaced by a reload.
+    AccessToken(String),
+    /// A service-account key (`"type": "service_account"`): a signed JWT is exchanged for
+    /// tokens at its `token_uri`.
+    ServiceAccount {
+        client_email: String,
+        /// The key's id (`private_key_id`), named in the JWT's header.
+        key_id: Option<String>,
+        /// The RSA private key, PKCS#8 DER (read from the file's PEM).
+        private_key: Vec<u8>,
+        token_uri: String,
+    },
+    /// A user's application-default credentials (`"type": "authorized_user"`, written by
+    /// `gcloud auth application-default login`): its refresh token is exchanged for tokens.
+    AuthorizedUser {
+        client_id: String,
+        client_secret: String,
+        refresh_token: String,
+        token_uri: String,
+    },
+}
+
+impl GoogleCredentials {
+    /// What it is, for debug output and errors: never the secret.
+    pub fn describe(&self) -> String {
+        match self {
+            GoogleCredentials::AccessToken(_) => "access token <redacted>".into(),
+            GoogleCredentials::ServiceAccount { client_email, .. } => {
+                format!("service account {client_email} <key redacted>")
+            }
+            GoogleCredentials::AuthorizedUser { .. } => "authorized user <redacted>".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for GoogleCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl std::fmt::Debug for VertexConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VertexConfig")
+            .field("project", &self.project)
+            .field("location", &self.location)
+            .field("credentials", &self.credentials.describe())
+            .finish()
+    }
 }
 
 /// A `bedrock` provider's region and credentials.
@@ -197,6 +266,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("responses", &self.responses)
             .field("aws", &self.aws)
+            .field("vertex", &self.vertex)
             .finish()
     }
 }

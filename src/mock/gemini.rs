@@ -48,12 +48,24 @@ async fn generate(
     body: Bytes,
 ) -> Response {
     state.record(RecordedRequest::capture(&method, &uri, &headers, &body));
+    respond(&state, &target, &uri, &headers, &body).await
+}
+
+/// The answer to `{model}:{operation}` (recorded already): Vertex's Gemini models answer
+/// the same way (`vertex.rs`).
+pub(super) async fn respond(
+    state: &MockState,
+    target: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
     let (model, action) = match target.split_once(':') {
         Some((model, "generateContent")) => (model.to_owned(), Action::Generate),
         Some((model, "streamGenerateContent")) => (
             model.to_owned(),
             Action::Stream {
-                sse: query(&uri, "alt") == Some("sse"),
+                sse: query(uri, "alt") == Some("sse"),
             },
         ),
         _ => {
@@ -67,7 +79,7 @@ async fn generate(
         id: guard.seq() + 1,
         model,
     };
-    let response = match decide(&plan, draw, &uri, &headers, &body) {
+    let response = match decide(&plan, draw, uri, headers, body) {
         Err(rejection) => {
             guard.complete();
             rejection.into_response()

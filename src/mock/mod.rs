@@ -21,6 +21,9 @@
 //! - `bedrock.rs`: Amazon Bedrock's `POST /model/{model}/invoke` and
 //!   `/invoke-with-response-stream` (Anthropic's answers, Bedrock's errors and stream framing),
 //!   signatures checked by `sigv4.rs`, the mock's own SigV4 verifier.
+//! - `vertex.rs`: Google Vertex AI's Gemini (`:generateContent`) and Anthropic (`:rawPredict`)
+//!   endpoints under `/v1/projects/{p}/locations/{l}/publishers/`, and an OAuth 2 token
+//!   endpoint (`/token`) for its test service account.
 //! - `control.rs`: the HTTP control API under `/mock/`.
 //! - `server.rs`: [`serve`] and [`MockServer`].
 //!
@@ -48,6 +51,7 @@ pub mod sigv4;
 mod state;
 mod stream;
 mod text;
+pub mod vertex;
 
 pub use plan::FaultPlan;
 pub use server::{serve, MockServer};
@@ -123,6 +127,7 @@ fn app(state: Arc<MockState>) -> Router {
         .merge(anthropic::routes())
         .merge(bedrock::routes())
         .merge(gemini::routes())
+        .merge(vertex::routes())
         .merge(control::routes())
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))

@@ -60,6 +60,8 @@ pub(crate) struct MockState {
     recorded: Mutex<VecDeque<RecordedRequest>>,
     /// TCP connections accepted (tests check that the gateway reuses its upstream connections).
     pub(crate) connections: std::sync::atomic::AtomicU64,
+    /// The access tokens its Vertex token endpoint issued (`vertex.rs`).
+    pub(crate) issued_tokens: Mutex<std::collections::HashSet<String>>,
 }
 
 impl MockState {
@@ -70,6 +72,7 @@ impl MockState {
             counters: Mutex::default(),
             recorded: Mutex::new(VecDeque::with_capacity(RECORDED_REQUESTS)),
             connections: std::sync::atomic::AtomicU64::new(0),
+            issued_tokens: Mutex::default(),
         })
     }
 

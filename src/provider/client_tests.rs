@@ -88,6 +88,7 @@ fn provider_config(addr: SocketAddr) -> ProviderConfig {
         connect_timeout: Duration::from_secs(2),
         responses: true,
         aws: None,
+        vertex: None,
     }
 }
 

@@ -7,8 +7,10 @@ mod anthropic;
 mod azure;
 pub mod bedrock;
 mod client;
+mod fields;
 mod gemini;
 mod openai;
+pub mod vertex;
 
 use std::sync::Arc;
 
@@ -36,6 +38,15 @@ pub struct Provider {
     host: Option<HeaderValue>,
     /// `bedrock` with signing keys: every call is signed (SigV4) for this region.
     signer: Option<(aws_smithy_runtime_api::client::identity::Identity, String)>,
+    /// `vertex` with a service account or a user's credentials: the access tokens.
+    tokens: Option<Arc<vertex::auth::TokenSource>>,
+}
+
+/// The credential a call carries besides the provider's fixed ones.
+pub enum Credential {
+    /// Nothing more (a static key, a signature made with the request).
+    Fixed,
+    Bearer(vertex::auth::Bearer),
 }
 
 /// Errors building a provider from its config.
@@ -65,6 +76,10 @@ impl Provider {
                     ProviderKind::Gemini => gemini::auth_header(key),
                     // A Bedrock API key.
                     ProviderKind::Bedrock => openai::auth_header(key),
+                    // Refused by the config's validation.
+                    ProviderKind::Vertex => {
+                        return Err(invalid("api_key is not for vertex".into()))
+                    }
                 };
                 let mut value = HeaderValue::from_str(&value).map_err(|_| {
                     invalid("api_key contains characters not allowed in a header".into())
@@ -77,6 +92,24 @@ impl Provider {
             ProviderKind::Anthropic => anthropic::fixed_headers(),
             _ => Vec::new(),
         };
+        let mut tokens = None;
+        let mut auth = auth;
+        if let Some(v) = &config.vertex {
+            match &v.credentials {
+                crate::config::GoogleCredentials::AccessToken(token) => {
+                    let (name, value) = openai::auth_header(token);
+                    let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                        invalid("access_token contains characters not allowed in a header".into())
+                    })?;
+                    value.set_sensitive(true);
+                    auth = Some((name, value));
+                }
+                credentials => {
+                    tokens = vertex::auth::TokenSource::new(credentials, config.connect_timeout)
+                        .map_err(invalid)?;
+                }
+            }
+        }
         let host = host_header(&config.base_url);
         let signer = (config.aws.as_ref()).and_then(|aws| {
             let keys = aws.keys.as_ref()?;
@@ -89,6 +122,7 @@ impl Provider {
             fixed,
             host,
             signer,
+            tokens,
         })
     }
 
@@ -100,6 +134,7 @@ impl Provider {
             ProviderKind::Anthropic => anthropic::chat_url(&self.config),
             ProviderKind::Gemini => gemini::chat_url(&self.config, &target.model, stream),
             ProviderKind::Bedrock => bedrock::chat_url(&self.config, &target.model, stream),
+            ProviderKind::Vertex => vertex::chat_url(&self.config, &target.model, stream),
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => openai::chat_url(&self.config),
         };
         self.checked_uri(url)
@@ -115,9 +150,10 @@ impl Provider {
             ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
                 openai::responses_url(&self.config)
             }
-            ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::Bedrock => {
-                return Ok(None)
-            }
+            ProviderKind::Anthropic
+            | ProviderKind::Gemini
+            | ProviderKind::Bedrock
+            | ProviderKind::Vertex => return Ok(None),
         };
         self.checked_uri(url).map(Some)
     }
@@ -136,25 +172,40 @@ impl Provider {
         }
     }
 
-    /// A POST of a JSON body to `uri` with this provider's credentials, and `client`'s
-    /// protocol headers (they replace the provider's defaults, `anthropic-version`). For
-    /// `bedrock` the body is made Bedrock's (`bedrock::body`: the client's `anthropic-beta`
-    /// goes into it) and the call is signed, last.
+    /// The credential a call to this provider needs fetched: a `vertex` provider's access
+    /// token (ready, or to wait for).
+    pub fn credential(&self) -> Credential {
+        match &self.tokens {
+            Some(tokens) => Credential::Bearer(tokens.bearer()),
+            None => Credential::Fixed,
+        }
+    }
+
+    /// A POST of a JSON body for `model` to `uri` with this provider's credentials (`bearer`:
+    /// a `vertex` provider's token), and `client`'s protocol headers (they replace the
+    /// provider's defaults, `anthropic-version`). For `bedrock` the body is made Bedrock's
+    /// (`bedrock::body`: the client's `anthropic-beta` goes into it) and the call is signed,
+    /// last; for `vertex` the body is made Vertex's (`vertex::body`). The error is a signature
+    /// that could not be made.
     pub fn post(
         &self,
         uri: &Uri,
+        model: &str,
         body: Vec<u8>,
         client: &[(HeaderName, HeaderValue)],
-    ) -> Request<Full<Bytes>> {
+        bearer: Option<HeaderValue>,
+    ) -> Result<Request<Full<Bytes>>, String> {
         let bedrock = self.config.kind == ProviderKind::Bedrock;
-        let body = if bedrock {
-            let betas = client
-                .iter()
-                .find(|(name, _)| name.as_str() == "anthropic-beta")
-                .and_then(|(_, v)| v.to_str().ok());
-            bedrock::body(&body, betas)
-        } else {
-            body
+        let body = match self.config.kind {
+            ProviderKind::Bedrock => {
+                let betas = client
+                    .iter()
+                    .find(|(name, _)| name.as_str() == "anthropic-beta")
+                    .and_then(|(_, v)| v.to_str().ok());
+                bedrock::body(&body, betas)
+            }
+            ProviderKind::Vertex => vertex::body(vertex::Publisher::of(model), body),
+            _ => body,
         };
         let body = Bytes::from(body);
         let mut req = Request::new(Full::new(body.clone()));
@@ -172,6 +223,9 @@ impl Provider {
         if let Some((name, value)) = &self.auth {
             headers.insert(name.clone(), value.clone());
         }
+        if let Some(value) = bearer {
+            headers.insert(header::AUTHORIZATION, value);
+        }
         for (name, value) in &self.fixed {
             headers.insert(name.clone(), value.clone());
         }
@@ -185,19 +239,13 @@ impl Provider {
         }
         if let Some((identity, region)) = &self.signer {
             let now = std::time::SystemTime::now();
-            match bedrock::signature(identity, region, uri, headers, &body, now) {
-                Ok(signed) => {
-                    for (name, value) in signed {
-                        headers.insert(name, value);
-                    }
-                }
-                // Sent unsigned: Bedrock refuses it (403), which is an attempt failure.
-                Err(e) => {
-                    tracing::warn!(provider = %self.config.name, error = %e, "cannot sign the request")
-                }
+            let signed = bedrock::signature(identity, region, uri, headers, &body, now)
+                .map_err(|e| format!("cannot sign the request: {e}"))?;
+            for (name, value) in signed {
+                headers.insert(name, value);
             }
         }
-        req
+        Ok(req)
     }
 
     /// The events of a stream answer, as SSE bytes: `None` when the answer is not a stream of
@@ -218,19 +266,29 @@ impl Provider {
             .then(|| stream(resp.into_body()))
     }
 
-    /// An error answer as the dialect's error parser reads it: Bedrock's is rewritten into
-    /// Anthropic's envelope (and status); the others are as they came.
+    /// An error answer for `model` as the dialect's error parser reads it: Bedrock's is
+    /// rewritten into Anthropic's envelope (and status), Vertex's own into its model's dialect
+    /// (`vertex::error_answer`); the others are as they came.
     pub fn error_answer(
         &self,
+        model: &str,
         status: http::StatusCode,
         headers: &http::HeaderMap,
         body: Bytes,
     ) -> (http::StatusCode, Bytes) {
-        if self.config.kind != ProviderKind::Bedrock {
-            return (status, body);
+        match self.config.kind {
+            ProviderKind::Bedrock => {
+                let (status, body) = bedrock::anthropic_error(status, headers, &body);
+                (status, Bytes::from(body))
+            }
+            ProviderKind::Vertex => {
+                match vertex::error_answer(vertex::Publisher::of(model), status, &body) {
+                    Some((status, body)) => (status, Bytes::from(body)),
+                    None => (status, body),
+                }
+            }
+            _ => (status, body),
         }
-        let (status, body) = bedrock::anthropic_error(status, headers, &body);
-        (status, Bytes::from(body))
     }
 }
 

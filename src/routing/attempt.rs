@@ -132,13 +132,35 @@ async fn send_to(
     probe: bool,
     forward: Forward<'_>,
 ) -> Result<Response<Body>, AttemptError> {
+    use crate::config::ProviderKind;
+    use crate::provider::{vertex::auth::Bearer, Credential};
+    // The clouds' URLs are their own (`?beta=true` is Anthropic's API's).
     let queried = (forward.client)
         .and_then(|c| c.query.as_deref())
-        .filter(|_| target.provider.config.kind != crate::config::ProviderKind::Bedrock)
+        .filter(|_| {
+            !matches!(
+                target.provider.config.kind,
+                ProviderKind::Bedrock | ProviderKind::Vertex
+            )
+        })
         .and_then(|query| with_query(url, query).ok());
     let url = queried.as_ref().unwrap_or(url);
     let client_headers = forward.client.map_or(&[][..], |c| c.headers.as_slice());
-    let mut req = target.provider.post(url, body, client_headers);
+    let bearer = match target.provider.credential() {
+        Credential::Fixed => None,
+        Credential::Bearer(Bearer::Ready(value)) => Some(value),
+        // Boxed: rare, and a fetch is a large future.
+        Credential::Bearer(Bearer::Fetch(tokens)) => Some(
+            Box::pin(async move { tokens.wait().await })
+                .await
+                .map_err(|message| AttemptError::Credentials { message })?,
+        ),
+    };
+    let model = &target.config.model;
+    let mut req = target
+        .provider
+        .post(url, model, body, client_headers, bearer)
+        .map_err(|message| AttemptError::Credentials { message })?;
     if probe {
         req.headers_mut()
             .insert(PROBE_HEADER, HeaderValue::from_static("1"));
@@ -173,7 +195,9 @@ async fn send_to(
         }
         Err(_) => Bytes::new(),
     };
-    let (status, body) = target.provider.error_answer(status, &parts.headers, body);
+    let (status, body) = target
+        .provider
+        .error_answer(model, status, &parts.headers, body);
     Err(status_error(
         forward.wire_dialect(target),
         status,

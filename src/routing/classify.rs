@@ -54,6 +54,9 @@ pub enum AttemptError {
     /// The request needs what only a target of the client's dialect taking its body as it came
     /// has (a Responses API built-in tool), and this target is not one: it was not asked.
     Unsupported { message: String },
+    /// The call could not be given its credentials: a token that could not be fetched, a
+    /// signature that could not be made. It was not sent.
+    Credentials { message: String },
 }
 
 /// What the failover loop does after a failed attempt.
@@ -165,6 +168,7 @@ impl AttemptError {
             AttemptError::EmptyStream => AttemptOutcome::EmptyStream,
             AttemptError::Untranslatable { .. } => AttemptOutcome::Untranslatable,
             AttemptError::Unsupported { .. } => AttemptOutcome::Unsupported,
+            AttemptError::Credentials { .. } => AttemptOutcome::Credentials,
         }
     }
 
@@ -224,6 +228,7 @@ impl AttemptError {
             AttemptError::InBand { message } => format!("error event: {message}"),
             AttemptError::Untranslatable { message } => format!("cannot translate: {message}"),
             AttemptError::Unsupported { message } => format!("not asked: {message}"),
+            AttemptError::Credentials { message } => format!("credentials: {message}"),
             AttemptError::TooLarge => "answer larger than max_response_body".into(),
             other => other.kind().replace('_', " "),
         }
@@ -241,7 +246,8 @@ impl AttemptError {
             | AttemptError::InBand { .. }
             | AttemptError::EmptyStream
             | AttemptError::Untranslatable { .. }
-            | AttemptError::Unsupported { .. } => NextStep::NextTarget,
+            | AttemptError::Unsupported { .. }
+            | AttemptError::Credentials { .. } => NextStep::NextTarget,
             AttemptError::Status {
                 status,
                 retry_after,

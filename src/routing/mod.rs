@@ -420,7 +420,7 @@ impl Routing {
                 let target = Arc::new(Target {
                     url: provider.chat_url(t, false)?,
                     stream_url: provider.chat_url(t, true)?,
-                    dialect: crate::wire::transcode::dialect_of(t.provider.kind),
+                    dialect: crate::wire::transcode::dialect_of(t.provider.kind, &t.model),
                     responses_url: provider.responses_url()?,
                     header: http::HeaderValue::from_str(&t.id)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("invalid")),

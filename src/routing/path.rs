@@ -55,6 +55,8 @@ pub enum AttemptOutcome {
     Diverged,
     /// A continuation whose target refused the prefill (it was asked again from the start).
     PrefillRejected,
+    /// The call could not be given its credentials (an access token, a signature).
+    Credentials,
 }
 
 impl AttemptOutcome {
@@ -82,6 +84,7 @@ impl AttemptOutcome {
             AttemptOutcome::Shutdown => "shutdown",
             AttemptOutcome::Diverged => "diverged",
             AttemptOutcome::PrefillRejected => "prefill_rejected",
+            AttemptOutcome::Credentials => "credentials",
         }
     }
 }

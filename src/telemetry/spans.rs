@@ -61,6 +61,7 @@ pub(super) fn provider_name(kind: ProviderKind) -> &'static str {
         ProviderKind::Anthropic => "anthropic",
         ProviderKind::Gemini => "gcp.gemini",
         ProviderKind::Bedrock => "aws.bedrock",
+        ProviderKind::Vertex => "gcp.vertex_ai",
     }
 }
 

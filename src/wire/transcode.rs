@@ -16,14 +16,19 @@ use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateErr
 use crate::config::ProviderKind;
 use crate::provider::ByteStream;
 
-/// The dialect a provider kind speaks.
-pub fn dialect_of(kind: ProviderKind) -> Dialect {
+/// The dialect a target of a provider kind speaks for `model` (a `vertex` provider serves
+/// Gemini and Anthropic models, each in its publisher's dialect).
+pub fn dialect_of(kind: ProviderKind, model: &str) -> Dialect {
     match kind {
         ProviderKind::OpenAi | ProviderKind::OpenAiCompatible | ProviderKind::Azure => {
             Dialect::OpenAi
         }
         ProviderKind::Anthropic | ProviderKind::Bedrock => Dialect::Anthropic,
         ProviderKind::Gemini => Dialect::Gemini,
+        ProviderKind::Vertex => match crate::provider::vertex::Publisher::of(model) {
+            crate::provider::vertex::Publisher::Anthropic => Dialect::Anthropic,
+            crate::provider::vertex::Publisher::Google => Dialect::Gemini,
+        },
     }
 }
 

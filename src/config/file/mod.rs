@@ -61,6 +61,10 @@ pub(super) struct RawProvider {
     pub aws_access_key_id: Option<String>,
     pub aws_secret_access_key: Option<String>,
     pub aws_session_token: Option<String>,
+    pub project: Option<String>,
+    pub location: Option<String>,
+    pub credentials_file: Option<String>,
+    pub access_token: Option<String>,
 }
 
 /// One `[[routes]]` entry.

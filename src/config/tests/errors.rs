@@ -161,7 +161,7 @@ kind = "openai"
 base_url = "https://x"
 [[providers]]
 name = "p"
-kind = "vertex"
+kind = "watsonx"
 base_url = "ftp://x"
 [[providers]]
 name = "p"
@@ -177,7 +177,11 @@ targets = [{ provider = "p", model = "m" }]
 "#;
     let errs = errors(text);
     error_at(&errs, "providers[0].name", "invalid provider name `a b`");
-    let e = error_at(&errs, "providers[1].kind", "unknown provider kind `vertex`");
+    let e = error_at(
+        &errs,
+        "providers[1].kind",
+        "unknown provider kind `watsonx`",
+    );
     assert!(e
         .hint
         .as_deref()

@@ -11,6 +11,7 @@ mod policy_errors;
 mod responses;
 mod selection;
 mod telemetry;
+mod vertex;
 
 use super::{Config, ConfigError};
 

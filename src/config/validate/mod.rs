@@ -14,6 +14,8 @@ mod provider;
 mod route;
 mod telemetry;
 
+pub(crate) use cloud::parse_google_credentials;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 

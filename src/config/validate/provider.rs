@@ -17,9 +17,10 @@ const KINDS: &[ProviderKind] = &[
     ProviderKind::Gemini,
     ProviderKind::OpenAiCompatible,
     ProviderKind::Bedrock,
+    ProviderKind::Vertex,
 ];
 const KIND_HINT: &str =
-    "kind is one of openai, azure, anthropic, gemini, openai-compatible, bedrock";
+    "kind is one of openai, azure, anthropic, gemini, openai-compatible, bedrock, vertex";
 
 /// The providers in file order, and those targets may refer to by name.
 pub(super) struct Providers {
@@ -78,9 +79,15 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
         let responses = responses(ctx, &at, p, kind);
         let mut api_key = api_key(ctx, &at, p);
         let aws = super::cloud::aws(ctx, &at, p, kind, &mut api_key);
-        let base_url = match (&aws, &p.base_url) {
+        let vertex = super::cloud::vertex(ctx, &at, p, kind);
+        if vertex.is_some() {
+            // Refused there (a vertex provider's credentials are its own).
+            api_key = None;
+        }
+        let base_url = match (&aws, &vertex, &p.base_url) {
             // The region's endpoint, unless overridden (a VPC endpoint, a test's mock).
-            (Some(aws), None) => super::cloud::bedrock_endpoint(&aws.region),
+            (Some(aws), _, None) => super::cloud::bedrock_endpoint(&aws.region),
+            (_, Some(v), None) => super::cloud::vertex_endpoint(&v.location),
             _ => base_url(ctx, &at, p).unwrap_or_default(),
         };
         let config = Arc::new(ProviderConfig {
@@ -89,6 +96,7 @@ pub(super) fn providers(ctx: &mut Ctx<'_>, raw: &[RawProvider]) -> Providers {
             base_url,
             api_key,
             aws,
+            vertex,
             api_version: api_version(ctx, &at, p),
             connect_timeout: p
                 .connect_timeout
@@ -204,7 +212,13 @@ fn responses(ctx: &mut Ctx<'_>, at: &str, p: &RawProvider, kind: Option<Provider
     let native = match kind {
         Some(ProviderKind::OpenAi | ProviderKind::Azure) => true,
         Some(ProviderKind::OpenAiCompatible) => false,
-        Some(ProviderKind::Anthropic | ProviderKind::Gemini | ProviderKind::Bedrock) | None => {
+        Some(
+            ProviderKind::Anthropic
+            | ProviderKind::Gemini
+            | ProviderKind::Bedrock
+            | ProviderKind::Vertex,
+        )
+        | None => {
             if p.responses.is_some() && kind.is_some() {
                 ctx.error(
                     format!("{at}.responses"),

@@ -20,12 +20,11 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use serde::de::{MapAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 pub use eventstream::sse;
 
+use super::fields::{member, Fields};
 use crate::config::{AwsKeys, ProviderConfig};
 
 /// The `anthropic_version` Bedrock's Anthropic models take.
@@ -142,11 +141,7 @@ pub fn body(body: &[u8], betas: Option<&str>) -> Vec<u8> {
             }
             _ => {}
         }
-        out.push(b',');
-        // The key as it was written (escapes kept): serde_json wrote or read it as JSON.
-        let _ = serde_json::to_writer(&mut out, key.as_ref());
-        out.push(b':');
-        out.extend_from_slice(value.get().as_bytes());
+        member(&mut out, key, value.get().as_bytes());
     }
     for beta in betas.into_iter().flat_map(|b| b.split(',')) {
         let beta = beta.trim();
@@ -160,29 +155,6 @@ pub fn body(body: &[u8], betas: Option<&str>) -> Vec<u8> {
     }
     out.push(b'}');
     out
-}
-
-/// A JSON object's members in order, values unparsed.
-struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Fields<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
-                let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-                    out.push((k, v));
-                }
-                Ok(Fields(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 /// A Bedrock error answer in Anthropic's envelope, with the status Anthropic would use for it:

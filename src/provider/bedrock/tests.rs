@@ -64,6 +64,7 @@ fn a_model_id_is_signed_as_the_path_sends_it() {
         connect_timeout: Duration::from_secs(2),
         responses: false,
         aws: None,
+        vertex: None,
     };
     let url = chat_url(&config, model, false);
     assert_eq!(
