@@ -179,6 +179,33 @@ async fn an_anthropic_client_fails_over_from_anthropic_through_bedrock_to_vertex
         .starts_with("Bearer ya29.mock-"));
     assert_eq!(sent.header("x-api-key"), None);
 
+    // Each one down in turn: the next in order answers.
+    let order = [
+        "ant/claude-sonnet-4-5".to_owned(),
+        "bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0".to_owned(),
+        format!("vertex/{CLAUDE}"),
+    ];
+    for down_one in 0..3 {
+        for (i, mock) in m.iter().enumerate() {
+            mock.set_plan(if i == down_one {
+                down()
+            } else {
+                FaultPlan::default()
+            });
+        }
+        let resp = messages(&gw, false).await;
+        assert_eq!(resp.status(), 200);
+        let served = header(&resp, "x-switchyard-target");
+        let want = if down_one == 0 { &order[1] } else { &order[0] };
+        assert_eq!(&served, want, "with {} down", order[down_one]);
+    }
+    // The first two down: Vertex answers, whole this time.
+    m[0].set_plan(down());
+    m[1].set_plan(down());
+    m[2].set_plan(FaultPlan::default());
+    let resp = messages(&gw, false).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), order[2]);
+
     // Whole answers too, on the same token.
     m[0].set_plan(FaultPlan::default());
     let gw2 = Gateway::start(&toml(
@@ -336,6 +363,28 @@ async fn vertexs_own_errors_are_classified_for_failover() {
 }
 
 #[tokio::test]
+async fn a_vertex_stream_cut_mid_answer_is_continued_elsewhere() {
+    let m = mocks(3).await;
+    let creds = Credentials::for_mock(&m[2], "");
+    let route = [&format!("vertex/{GEMINI}") as &str, "ant/claude-sonnet-4-5"];
+    let gw = Gateway::start(&toml(&m, &route, &file_auth(&creds))).await;
+    m[2].set_plan(FaultPlan {
+        cut_after_chunks: Some(4),
+        ..FaultPlan::default()
+    });
+    let resp = gw.chat(chat(true)).await;
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(
+        stream_text(&events),
+        canonical_text(12, 0),
+        "one seamless answer"
+    );
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    assert_eq!(m[0].requests().len(), 1, "the continuation");
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn a_token_that_cannot_be_had_is_a_credentials_failure_that_fails_over() {
     let m = mocks(3).await;
     // A service account the token endpoint does not know.
@@ -343,13 +392,25 @@ async fn a_token_that_cannot_be_had_is_a_credentials_failure_that_fails_over() {
         .replace("switchyard-test@", "intruder@");
     let creds = Credentials::write(&json);
     let route = [&format!("vertex/{GEMINI}") as &str, "ant/claude-sonnet-4-5"];
-    let gw = Gateway::start(&toml(&m, &route, &file_auth(&creds))).await;
+    let store = support::audit::TestStore::sqlite();
+    let audited = with_audit(&toml(&m, &route, &file_auth(&creds)), &store.url(), "");
+    let gw = Gateway::start(&audited).await;
     let resp = gw.chat(chat(false)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
         header(&resp, "x-switchyard-target"),
         "ant/claude-sonnet-4-5"
     );
+    let records = support::audit::eventually(5, || async {
+        Some(store.all().await).filter(|r| !r.is_empty())
+    })
+    .await
+    .expect("the request's audit record");
+    let path = &records[0].path;
+    assert_eq!(path[0].target, format!("vertex/{GEMINI}"));
+    assert_eq!(path[0].outcome, "credentials");
+    assert_eq!(path[0].status, None, "never sent");
+    assert_eq!(path[1].outcome, "ok");
     assert!(
         model_calls(&m[2]).is_empty(),
         "nothing sent without a token"
@@ -392,8 +453,11 @@ async fn a_token_that_cannot_be_had_is_a_credentials_failure_that_fails_over() {
             "a key leaked: {out}"
         );
     }
+    let stored = serde_json::to_string(&records[0].path).unwrap();
+    assert!(!stored.contains("PRIVATE KEY"), "{stored}");
     gw.stop().await;
     gw2.stop().await;
+    store.cleanup().await;
 }
 
 #[tokio::test]
