@@ -564,3 +564,52 @@ async fn tokens_are_refreshed_ahead_of_expiry_without_holding_a_request() {
     let err = fetch.wait().await.unwrap_err();
     assert!(err.contains("cannot reach the token endpoint"), "{err}");
 }
+
+#[tokio::test]
+async fn each_client_api_is_served_by_each_publisher_across_dialects() {
+    let m = mocks(3).await;
+    let creds = Credentials::for_mock(&m[2], "");
+    // An OpenAI client on Claude (Vertex's Anthropic publisher), streamed and whole.
+    let claude = Gateway::start(&toml(
+        &m,
+        &[&format!("vertex/{CLAUDE}")],
+        &file_auth(&creds),
+    ))
+    .await;
+    let resp = claude.chat(chat(true)).await;
+    assert_eq!(resp.status(), 200);
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(stream_text(&events), canonical_text(12, 0));
+    let body: Value = claude.chat(chat(false)).await.json().await.unwrap();
+    assert_eq!(completion_text(&body), canonical_text(12, 0));
+    // An Anthropic client on Gemini, whole and streamed.
+    let gemini = Gateway::start(&toml(
+        &m,
+        &[&format!("vertex/{GEMINI}")],
+        &file_auth(&creds),
+    ))
+    .await;
+    let body: Value = messages(&gemini, false).await.json().await.unwrap();
+    assert_eq!(body["type"], "message");
+    assert_eq!(body["content"][0]["text"], canonical_text(12, 0));
+    let resp = messages(&gemini, true).await;
+    assert_eq!(
+        anthropic_text(&resp.text().await.unwrap()),
+        canonical_text(12, 0)
+    );
+    let ops: Vec<String> = model_calls(&m[2])
+        .iter()
+        .map(|r| r.path.rsplit(':').next().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "streamRawPredict",
+            "rawPredict",
+            "generateContent",
+            "streamGenerateContent?alt=sse"
+        ]
+    );
+    claude.stop().await;
+    gemini.stop().await;
+}
