@@ -37,7 +37,6 @@ struct Sink {
     /// The encoded `Resource` (`service.name`) and `InstrumentationScope`.
     resource: Vec<u8>,
     scope: Vec<u8>,
-    scratch: spans::Scratch,
     counts: Counts,
     /// The last export failed (the log says so once per outage).
     failing: bool,
@@ -46,7 +45,7 @@ struct Sink {
 impl Exporter {
     pub(super) fn start(
         config: &TelemetryConfig,
-        queue: mpsc::Receiver<Traced>,
+        queue: mpsc::Receiver<Box<Traced>>,
         counts: Counts,
     ) -> Result<Exporter, String> {
         // Resource: attributes = 1. InstrumentationScope: name = 1, version = 2.
@@ -77,7 +76,6 @@ impl Exporter {
                             url,
                             resource,
                             scope,
-                            scratch: spans::Scratch::default(),
                             counts,
                             failing: false,
                         };
@@ -100,7 +98,7 @@ impl Exporter {
 }
 
 async fn run(
-    mut queue: mpsc::Receiver<Traced>,
+    mut queue: mpsc::Receiver<Box<Traced>>,
     mut sink: Sink,
     mut stopped: oneshot::Receiver<()>,
 ) {
@@ -133,7 +131,11 @@ async fn run(
 }
 
 /// What is queued, up to a whole batch, without waiting.
-fn take(queue: &mut mpsc::Receiver<Traced>, batch: &mut Vec<Traced>) {
+#[allow(
+    clippy::vec_box,
+    reason = "boxed in the queue, so moving one moves a pointer"
+)]
+fn take(queue: &mut mpsc::Receiver<Box<Traced>>, batch: &mut Vec<Box<Traced>>) {
     while batch.len() < MAX_BATCH {
         match queue.try_recv() {
             Ok(t) => batch.push(t),
@@ -144,22 +146,13 @@ fn take(queue: &mut mpsc::Receiver<Traced>, batch: &mut Vec<Traced>) {
 
 impl Sink {
     /// Export `batch` (emptied).
-    async fn export(&mut self, batch: &mut Vec<Traced>, within: Duration) {
-        // ScopeSpans: scope = 1, spans = 2 (written by `spans::write`).
-        let mut scope_spans = Vec::with_capacity(batch.len() * 2048);
-        proto::bytes(&mut scope_spans, 1, &self.scope);
+    #[allow(
+        clippy::vec_box,
+        reason = "boxed in the queue, so moving one moves a pointer"
+    )]
+    async fn export(&mut self, batch: &mut Vec<Box<Traced>>, within: Duration) {
         let mut n = 0u64;
-        for t in batch.drain(..) {
-            n += spans::count(&t) as u64;
-            spans::write(&t, &mut scope_spans, &mut self.scratch);
-        }
-        // ResourceSpans: resource = 1, scope_spans = 2; the request: resource_spans = 1.
-        let mut resource_spans = Vec::with_capacity(scope_spans.len() + self.resource.len() + 16);
-        proto::bytes(&mut resource_spans, 1, &self.resource);
-        proto::bytes(&mut resource_spans, 2, &scope_spans);
-        drop(scope_spans);
-        let mut body = Vec::with_capacity(resource_spans.len() + 8);
-        proto::bytes(&mut body, 1, &resource_spans);
+        let body = self.encode(batch.drain(..).inspect(|t| n += spans::count(t) as u64));
         let result = match tokio::time::timeout(within, self.post(body)).await {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {} s", within.as_secs())),
@@ -180,7 +173,35 @@ impl Sink {
         }
     }
 
-    async fn post(&self, body: Vec<u8>) -> Result<(), String> {
+    /// One `ExportTraceServiceRequest` of `traced`'s spans, in one buffer: the spans are
+    /// written in place after room left for the envelope (`resource_spans = 1` { `resource =
+    /// 1`, `scope_spans = 2` { `scope = 1`, spans... } }), whose lengths are known last and
+    /// written into that room, so nothing is copied.
+    fn encode(&self, traced: impl Iterator<Item = Box<Traced>>) -> bytes::Bytes {
+        let room = 2 * 11 + self.resource.len() + 8;
+        let mut out = Vec::with_capacity(room + 64 * 1024);
+        out.resize(room, 0);
+        proto::bytes(&mut out, 1, &self.scope);
+        for t in traced {
+            spans::write(&t, &mut out);
+        }
+        let scope_spans = (out.len() - room) as u64;
+        // Backwards from the spans: scope_spans' key and length, the resource, then
+        // resource_spans' key and length.
+        let mut head = Vec::with_capacity(room);
+        proto::bytes(&mut head, 1, &self.resource);
+        head.push(2 << 3 | 2);
+        proto::varint(&mut head, scope_spans);
+        let resource_spans = head.len() as u64 + scope_spans;
+        let mut envelope = vec![1 << 3 | 2];
+        proto::varint(&mut envelope, resource_spans);
+        envelope.extend_from_slice(&head);
+        let start = room - envelope.len();
+        out[start..room].copy_from_slice(&envelope);
+        bytes::Bytes::from(out).slice(start..)
+    }
+
+    async fn post(&self, body: bytes::Bytes) -> Result<(), String> {
         let mut resp = self
             .client
             .post(&self.url)

@@ -54,7 +54,8 @@ pub struct Telemetry {
 }
 
 struct Inner {
-    queue: mpsc::Sender<Traced>,
+    /// Boxed: the exporter moves each through the queue and its batch.
+    queue: mpsc::Sender<Box<Traced>>,
     sample_ratio: f64,
     counts: Counts,
 }
@@ -124,7 +125,7 @@ impl Telemetry {
     /// spans are dropped and counted.
     pub fn submit(&self, traced: Traced) {
         let Some(inner) = &self.inner else { return };
-        if let Err(e) = inner.queue.try_send(traced) {
+        if let Err(e) = inner.queue.try_send(Box::new(traced)) {
             let lost = match &e {
                 mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t) => {
                     spans::count(t)

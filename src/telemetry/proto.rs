@@ -1,6 +1,7 @@
 //! The few protobuf encodings an OTLP trace export needs, written straight into bytes (no
 //! message structs, no allocation per attribute): varints, fixed-width numbers,
-//! length-delimited fields, and the common `KeyValue` attribute. The field numbers are the
+//! length-delimited fields, nested messages written in place ([`open`] and [`close`]: no
+//! buffer per message, no copy), and the common `KeyValue` attribute. The field numbers are the
 //! OpenTelemetry protocol's (`opentelemetry/proto/*.proto`, as `opentelemetry-proto` has
 //! them); the trace tests decode what is written here with those published definitions.
 
@@ -18,7 +19,7 @@ pub(super) fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn varint_len(v: u64) -> usize {
+pub(super) fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
@@ -31,6 +32,29 @@ pub(super) fn bytes(out: &mut Vec<u8>, field: u32, value: &[u8]) {
     key(out, field, LEN);
     varint(out, value.len() as u64);
     out.extend_from_slice(value);
+}
+
+/// Start a nested message (or any length-delimited field) as field `field`, to be written in
+/// place after it: its key and room for a two-byte length. [`close`] it with what this returns.
+pub(super) fn open(out: &mut Vec<u8>, field: u32) -> usize {
+    key(out, field, LEN);
+    out.extend_from_slice(&[0, 0]);
+    out.len()
+}
+
+/// End the field [`open`] started at `start`: its length written in the canonical varint,
+/// the message moved when that takes other than two bytes (under 128 bytes, or 16 KiB and
+/// more: rare for a span, its events and status).
+pub(super) fn close(out: &mut Vec<u8>, start: usize) {
+    let len = out.len() - start;
+    if varint_len(len as u64) == 2 {
+        out[start - 2] = (len as u8) | 0x80;
+        out[start - 1] = (len >> 7) as u8;
+        return;
+    }
+    let mut prefix = Vec::with_capacity(10);
+    varint(&mut prefix, len as u64);
+    out.splice(start - 2..start, prefix);
 }
 
 /// A string field, left out when empty (proto3's default).
@@ -107,6 +131,7 @@ pub(super) fn attribute(out: &mut Vec<u8>, field: u32, name: &str, value: Value<
         + 1
         + varint_len(value_len as u64)
         + value_len;
+    out.reserve(len + 4);
     key(out, field, LEN);
     varint(out, len as u64);
     bytes(out, 1, name.as_bytes());
@@ -149,6 +174,30 @@ mod tests {
             let kv = KeyValue::decode(body.as_slice()).unwrap_or_default();
             assert_eq!(kv.key, "k");
             assert_eq!(kv.value.and_then(|v| v.value), Some(want), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn messages_written_in_place_have_canonical_lengths() {
+        use opentelemetry_proto::tonic::common::v1::AnyValue;
+        for n in [
+            0, 1, 100, 125, 126, 127, 200, 16_000, 16_381, 16_382, 20_000, 3_000_000,
+        ] {
+            let text = "x".repeat(n);
+            // AnyValue { string_value = 1 } as field 2 of an enclosing message, in place.
+            let mut out = vec![7u8];
+            let at = open(&mut out, 2);
+            string(&mut out, 1, &text);
+            close(&mut out, at);
+            let mut want = vec![7u8];
+            let mut inner = Vec::new();
+            string(&mut inner, 1, &text);
+            bytes(&mut want, 2, &inner);
+            assert_eq!(out, want, "{n}");
+            let mut slice = &out[2..];
+            let len = prost::encoding::decode_varint(&mut slice).unwrap_or(0) as usize;
+            let v = AnyValue::decode(&slice[..len]).unwrap_or_default();
+            assert_eq!(v.value, (n > 0).then_some(Any::StringValue(text)), "{n}");
         }
     }
 

@@ -45,13 +45,6 @@ const CLIENT: u64 = 3;
 /// `Status.StatusCode.STATUS_CODE_ERROR`.
 const ERROR: u64 = 2;
 
-/// Buffers reused from span to span.
-#[derive(Default)]
-pub(super) struct Scratch {
-    span: Vec<u8>,
-    event: Vec<u8>,
-}
-
 /// The `gen_ai.provider.name` of a provider kind (the conventions' names where they have one).
 pub(super) fn provider_name(kind: ProviderKind) -> &'static str {
     match kind {
@@ -77,19 +70,19 @@ fn nanos(t: SystemTime) -> u64 {
 
 /// `chat {what}` as field `field`.
 fn name(out: &mut Vec<u8>, field: u32, what: &str) {
-    let mut text = String::with_capacity(OPERATION.len() + 1 + what.len());
-    text.push_str(OPERATION);
-    text.push(' ');
-    text.push_str(what);
-    proto::string(out, field, &text);
+    let at = proto::open(out, field);
+    out.extend_from_slice(OPERATION.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(what.as_bytes());
+    proto::close(out, at);
 }
 
 /// An error `Status` (message = 2, code = 3).
 fn error_status(out: &mut Vec<u8>, message: &str) {
-    let mut status = Vec::with_capacity(message.len() + 8);
-    proto::string(&mut status, 2, message);
-    proto::uint(&mut status, 3, ERROR);
-    proto::bytes(out, field::STATUS, &status);
+    let at = proto::open(out, field::STATUS);
+    proto::string(out, 2, message);
+    proto::uint(out, 3, ERROR);
+    proto::close(out, at);
 }
 
 /// The fields every span starts with: ids, flags, name, kind, times.
@@ -108,8 +101,9 @@ fn times(out: &mut Vec<u8>, start: SystemTime, end: SystemTime) {
     proto::fixed64(out, field::END, nanos(end));
 }
 
-/// The spans of `t`, the server span first, appended to `out` as `ScopeSpans.spans` entries.
-pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
+/// The spans of `t`, the server span first, appended to `out` as `ScopeSpans.spans` entries
+/// (each written in place).
+pub(super) fn write(t: &Traced, out: &mut Vec<u8>) {
     let Traced {
         trace,
         end,
@@ -127,8 +121,8 @@ pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
         .any(|a| a.picked == Some(Picked::Hedge) || a.outcome == AttemptOutcome::HedgeLost);
     let calls = path.iter().filter(|a| a.picked.is_some()).count();
 
-    let span = &mut scratch.span;
-    span.clear();
+    let mark = proto::open(out, field::SCOPE_SPANS);
+    let span = &mut *out;
     head(span, trace.trace_id, trace.span, trace.parent, SERVER);
     name(span, field::NAME, &record.route);
     times(span, start, *end);
@@ -177,8 +171,8 @@ pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
         error_status(span, &description(record.error.as_deref().unwrap_or("")));
     }
     for a in path.iter().filter(|a| a.picked.is_none()) {
-        let event = &mut scratch.event;
-        event.clear();
+        let event_at = proto::open(span, field::EVENTS);
+        let event = &mut *span;
         // Event: time_unix_nano = 1, name = 2, attributes = 3.
         proto::fixed64(event, 1, nanos(start));
         proto::string(event, 2, "switchyard.target_passed_over");
@@ -190,17 +184,16 @@ pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
             "switchyard.breaker.state",
             Value::Str(breaker_state(a)),
         );
-        proto::bytes(span, field::EVENTS, event);
+        proto::close(span, event_at);
     }
-    proto::bytes(out, field::SCOPE_SPANS, span);
+    proto::close(out, mark);
 
     let mut seen = 0;
     for (i, a) in path.iter().enumerate().filter(|(_, a)| a.picked.is_some()) {
         seen += 1;
-        let span = &mut scratch.span;
-        span.clear();
+        let mark = proto::open(out, field::SCOPE_SPANS);
         attempt_span(
-            span,
+            out,
             a,
             AttemptSpan {
                 trace_id: trace.trace_id,
@@ -211,7 +204,7 @@ pub(super) fn write(t: &Traced, out: &mut Vec<u8>, scratch: &mut Scratch) {
                 served: served_attempt == Some(i),
             },
         );
-        proto::bytes(out, field::SCOPE_SPANS, span);
+        proto::close(out, mark);
     }
 }
 

@@ -53,9 +53,18 @@ impl TraceParent {
 
     /// The header for a call made by span `span` of this trace, sampled.
     pub fn header(trace_id: u128, span: u64) -> HeaderValue {
-        let text = format!("00-{trace_id:032x}-{span:016x}-01");
+        // Written by hand: `format!` of padded hex costs ten times as much, on every attempt
+        // of a traced request.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = *b"00-00000000000000000000000000000000-0000000000000000-01";
+        for i in 0..32 {
+            text[3 + i] = HEX[(trace_id >> (124 - 4 * i) & 0xf) as usize];
+        }
+        for i in 0..16 {
+            text[36 + i] = HEX[(span >> (60 - 4 * i) & 0xf) as usize];
+        }
         // Hex digits and dashes only: always a valid header value.
-        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
+        HeaderValue::from_bytes(&text).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 }
 
@@ -171,6 +180,19 @@ mod tests {
                 parent: 0x12,
                 sampled: true
             })
+        );
+        // Every digit in place, as the W3C example writes it.
+        let (trace, span) = (
+            0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736_u128,
+            0x00f0_67aa_0ba9_02b7,
+        );
+        assert_eq!(
+            TraceParent::header(trace, span).to_str().ok(),
+            Some(format!("00-{trace:032x}-{span:016x}-01").as_str())
+        );
+        assert_eq!(
+            TraceParent::header(u128::MAX, u64::MAX).to_str().ok(),
+            Some(format!("00-{}-{}-01", "f".repeat(32), "f".repeat(16)).as_str())
         );
     }
 
