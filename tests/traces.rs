@@ -345,3 +345,20 @@ async fn an_agent_traced_with_the_opentelemetry_sdk_gets_the_gateways_spans_in_i
     assert_eq!(calls[1].attr("switchyard.target"), "p1/model-1");
     gw.stop().await;
 }
+
+/// A request answered just before the gateway stops (its batch still lingering) is exported
+/// by the shutdown's last round, not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_still_lingering_at_shutdown_are_exported() {
+    let (_m, collector, gw) = traced_gateway(1, "", "").await;
+    for _ in 0..3 {
+        let resp = sampled(&gw, chat_body(false)).await;
+        assert_eq!(resp.status(), 200);
+    }
+    gw.stop().await;
+    assert_eq!(
+        collector.spans().len(),
+        6,
+        "the server span and the call of each request, flushed before stop returned"
+    );
+}

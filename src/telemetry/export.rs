@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::proto::{self, Value};
 use super::{spans, Counts, Traced};
@@ -15,8 +16,10 @@ use crate::config::TelemetryConfig;
 
 /// Most traced requests in one export.
 const MAX_BATCH: usize = 512;
-/// How long a batch waits for more requests after its first.
+/// How long a batch waits for more requests after its first...
 const LINGER: Duration = Duration::from_millis(500);
+/// ...looking this often whether a whole batch is waiting.
+const TICK: Duration = Duration::from_millis(20);
 /// The longest one export may take.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a collector's answer read.
@@ -103,22 +106,32 @@ async fn run(
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    loop {
+    let mut stopping = false;
+    while !stopping {
         tokio::select! {
             n = queue.recv_many(&mut batch, MAX_BATCH) => if n == 0 { break },
             _ = &mut stopped => break,
         }
-        // Then the batch fills while this thread sleeps (unless a whole one is waiting):
-        // waiting on the queue instead would wake it for every request, and a wake-up costs
-        // more than the request's spans.
-        take(&mut queue, &mut batch);
-        if batch.len() < MAX_BATCH {
-            tokio::select! {
-                _ = tokio::time::sleep(LINGER) => {}
-                _ = &mut stopped => {}
+        // Then the batch fills while this thread sleeps, looking at the queue every `TICK`
+        // until a whole batch waits or the linger is over: waiting on the queue instead
+        // would wake it for every request (a wake-up costs more than the request's spans),
+        // and sleeping through the linger would let the queue overflow at high rates.
+        let deadline = Instant::now() + LINGER;
+        while queue.len() + batch.len() < MAX_BATCH {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
             }
-            take(&mut queue, &mut batch);
+            tokio::select! {
+                _ = tokio::time::sleep(TICK.min(deadline - now)) => {}
+                _ = &mut stopped => {
+                    // Polled no more: what is queued goes in the last round, below.
+                    stopping = true;
+                    break;
+                }
+            }
         }
+        take(&mut queue, &mut batch);
         sink.export(&mut batch, EXPORT_TIMEOUT).await;
     }
     // Shutting down: what is queued now goes in one last round.
@@ -224,5 +237,96 @@ impl Sink {
         } else {
             Err(format!("the collector answered {status}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::AuditRecord;
+    use crate::metrics::Registry;
+    use crate::wire::trace::Trace;
+
+    fn traced() -> Box<Traced> {
+        Box::new(Traced {
+            trace: Trace::under(None),
+            end: std::time::SystemTime::now(),
+            latency: Duration::from_millis(3),
+            record: AuditRecord::new("r".into(), 0, "chat".into()),
+            path: Vec::new(),
+        })
+    }
+
+    /// A whole batch waiting ends the linger at the next look (a queue filling faster than
+    /// the linger would otherwise overflow it).
+    #[tokio::test(start_paused = true)]
+    async fn a_whole_batch_waiting_ends_the_linger() {
+        let metrics = Registry::new();
+        let counts = Counts::new(&metrics);
+        let (sink, _closed) = closed_sink(&counts);
+        let (tx, rx) = mpsc::channel(2 * MAX_BATCH);
+        let (_stop, stopped) = oneshot::channel();
+        tokio::spawn(run(rx, sink, stopped));
+        assert!(tx.send(traced()).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        for _ in 1..MAX_BATCH {
+            assert!(tx.send(traced()).await.is_ok());
+        }
+        let full = Instant::now();
+        // Well inside the linger: the batch went at the next look, and its export failed.
+        let mut failed = 0;
+        for _ in 0..100 {
+            tokio::time::sleep(TICK).await;
+            failed = counts.failed.load(Ordering::Relaxed);
+            if failed > 0 {
+                break;
+            }
+        }
+        assert_eq!(failed, MAX_BATCH as u64);
+        assert!(
+            full.elapsed() < LINGER,
+            "exported after {:?}",
+            full.elapsed()
+        );
+    }
+
+    fn closed_sink(counts: &Counts) -> (Sink, String) {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| format!("http://{a}/v1/traces"))
+            .unwrap_or_default();
+        let sink = Sink {
+            client: reqwest::Client::new(),
+            url: closed.clone(),
+            resource: Vec::new(),
+            scope: Vec::new(),
+            counts: counts.clone(),
+            failing: false,
+        };
+        (sink, closed)
+    }
+
+    /// A stop while a batch lingers ends the loop after that batch and a last round of what
+    /// came meanwhile (the stop signal is not polled again once it fired).
+    #[tokio::test]
+    async fn a_stop_during_the_linger_ends_after_a_last_round() {
+        let metrics = Registry::new();
+        let counts = Counts::new(&metrics);
+        let (sink, _closed) = closed_sink(&counts);
+        let (tx, rx) = mpsc::channel(16);
+        let (stop, stopped) = oneshot::channel();
+        let exporter = tokio::spawn(run(rx, sink, stopped));
+        assert!(tx.send(traced()).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let _ = stop.send(());
+        assert!(tx.send(traced()).await.is_ok());
+        let ended = tokio::time::timeout(Duration::from_secs(20), exporter).await;
+        assert!(
+            matches!(ended, Ok(Ok(()))),
+            "the loop ended cleanly: {ended:?}"
+        );
+        // One span each (no attempts), both tried: the collector is down.
+        let failed = counts.failed.load(Ordering::Relaxed);
+        assert_eq!(failed, 2);
     }
 }
