@@ -5,21 +5,20 @@
 //! export is not retried: its spans are counted and the next batch goes on.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use super::proto::{self, Value};
-use super::{spans, Counts, Traced};
+use super::{spans, Backlog, Counts, Traced};
 use crate::config::TelemetryConfig;
 
 /// Most traced requests in one export.
-const MAX_BATCH: usize = 512;
-/// How long a batch waits for more requests after its first...
+pub(super) const MAX_BATCH: usize = 512;
+/// How long a batch waits for more requests after its first (unless a whole batch comes
+/// first: `Backlog`).
 const LINGER: Duration = Duration::from_millis(500);
-/// ...looking this often whether a whole batch is waiting.
-const TICK: Duration = Duration::from_millis(20);
 /// The longest one export may take.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a collector's answer read.
@@ -49,6 +48,7 @@ impl Exporter {
     pub(super) fn start(
         config: &TelemetryConfig,
         queue: mpsc::Receiver<Box<Traced>>,
+        backlog: Arc<Backlog>,
         counts: Counts,
     ) -> Result<Exporter, String> {
         // Resource: attributes = 1. InstrumentationScope: name = 1, version = 2.
@@ -82,7 +82,7 @@ impl Exporter {
                             counts,
                             failing: false,
                         };
-                        runtime.block_on(run(queue, sink, stopped));
+                        runtime.block_on(run(queue, &backlog, sink, stopped));
                     }
                     (Err(e), _) => tracing::error!(error = %e, "trace exporter: no runtime"),
                     (_, Err(e)) => tracing::error!(error = %e, "trace exporter: no HTTP client"),
@@ -102,6 +102,7 @@ impl Exporter {
 
 async fn run(
     mut queue: mpsc::Receiver<Box<Traced>>,
+    backlog: &Backlog,
     mut sink: Sink,
     mut stopped: oneshot::Receiver<()>,
 ) {
@@ -112,25 +113,19 @@ async fn run(
             n = queue.recv_many(&mut batch, MAX_BATCH) => if n == 0 { break },
             _ = &mut stopped => break,
         }
-        // Then the batch fills while this thread sleeps, looking at the queue every `TICK`
-        // until a whole batch waits or the linger is over: waiting on the queue instead
-        // would wake it for every request (a wake-up costs more than the request's spans),
-        // and sleeping through the linger would let the queue overflow at high rates.
-        let deadline = Instant::now() + LINGER;
-        while queue.len() + batch.len() < MAX_BATCH {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
+        // Then the batch fills while this thread sleeps, until a whole batch waits or the
+        // linger is over: waiting on the queue instead would wake it for every request (a
+        // wake-up costs more than the request's spans), and sleeping through the linger
+        // regardless would let the queue overflow at high rates.
+        if queue.len() + batch.len() < MAX_BATCH {
             tokio::select! {
-                _ = tokio::time::sleep(TICK.min(deadline - now)) => {}
-                _ = &mut stopped => {
-                    // Polled no more: what is queued goes in the last round, below.
-                    stopping = true;
-                    break;
-                }
+                _ = tokio::time::sleep(LINGER) => {}
+                _ = backlog.full() => {}
+                // Polled no more: what is queued goes in the last round, below.
+                _ = &mut stopped => stopping = true,
             }
         }
+        backlog.taken();
         take(&mut queue, &mut batch);
         sink.export(&mut batch, EXPORT_TIMEOUT).await;
     }
@@ -257,8 +252,8 @@ mod tests {
         })
     }
 
-    /// A whole batch waiting ends the linger at the next look (a queue filling faster than
-    /// the linger would otherwise overflow it).
+    /// A whole batch waiting ends the linger (a queue filling faster than the linger would
+    /// otherwise overflow it).
     #[tokio::test(start_paused = true)]
     async fn a_whole_batch_waiting_ends_the_linger() {
         let metrics = Registry::new();
@@ -266,23 +261,28 @@ mod tests {
         let (sink, _closed) = closed_sink(&counts);
         let (tx, rx) = mpsc::channel(2 * MAX_BATCH);
         let (_stop, stopped) = oneshot::channel();
-        tokio::spawn(run(rx, sink, stopped));
+        let backlog = Arc::new(Backlog::default());
+        let signal = backlog.clone();
+        tokio::spawn(async move { run(rx, &backlog, sink, stopped).await });
         assert!(tx.send(traced()).await.is_ok());
         tokio::time::sleep(Duration::from_millis(1)).await;
-        for _ in 1..MAX_BATCH {
+        // A whole batch queued behind the one lingering.
+        for _ in 0..MAX_BATCH {
+            // As `Telemetry::submit` does.
             assert!(tx.send(traced()).await.is_ok());
+            signal.sent(2 * MAX_BATCH - tx.capacity());
         }
-        let full = Instant::now();
-        // Well inside the linger: the batch went at the next look, and its export failed.
+        let full = tokio::time::Instant::now();
+        // Well inside the linger: a batch went at once, and its export failed.
         let mut failed = 0;
         for _ in 0..100 {
-            tokio::time::sleep(TICK).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
             failed = counts.failed.load(Ordering::Relaxed);
             if failed > 0 {
                 break;
             }
         }
-        assert_eq!(failed, MAX_BATCH as u64);
+        assert_eq!(failed, MAX_BATCH as u64, "one whole batch");
         assert!(
             full.elapsed() < LINGER,
             "exported after {:?}",
@@ -315,7 +315,8 @@ mod tests {
         let (sink, _closed) = closed_sink(&counts);
         let (tx, rx) = mpsc::channel(16);
         let (stop, stopped) = oneshot::channel();
-        let exporter = tokio::spawn(run(rx, sink, stopped));
+        let backlog = Arc::new(Backlog::default());
+        let exporter = tokio::spawn(async move { run(rx, &backlog, sink, stopped).await });
         assert!(tx.send(traced()).await.is_ok());
         tokio::time::sleep(Duration::from_millis(50)).await;
         let _ = stop.send(());

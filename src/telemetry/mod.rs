@@ -56,6 +56,7 @@ pub struct Telemetry {
 struct Inner {
     /// Boxed: the exporter moves each through the queue and its batch.
     queue: mpsc::Sender<Box<Traced>>,
+    backlog: Arc<Backlog>,
     sample_ratio: f64,
     counts: Counts,
 }
@@ -99,9 +100,11 @@ impl Telemetry {
     ) -> Result<(Telemetry, Exporter), String> {
         let counts = Counts::new(metrics);
         let (queue, rx) = mpsc::channel(QUEUE);
-        let exporter = Exporter::start(config, rx, counts.clone())?;
+        let backlog = Arc::new(Backlog::default());
+        let exporter = Exporter::start(config, rx, backlog.clone(), counts.clone())?;
         let inner = Inner {
             queue,
+            backlog,
             sample_ratio: config.sample_ratio,
             counts,
         };
@@ -125,7 +128,9 @@ impl Telemetry {
     /// spans are dropped and counted.
     pub fn submit(&self, traced: Traced) {
         let Some(inner) = &self.inner else { return };
-        if let Err(e) = inner.queue.try_send(Box::new(traced)) {
+        let sent = inner.queue.try_send(Box::new(traced));
+        inner.backlog.sent(QUEUE - inner.queue.capacity());
+        if let Err(e) = sent {
             let lost = match &e {
                 mpsc::error::TrySendError::Full(t) | mpsc::error::TrySendError::Closed(t) => {
                     spans::count(t)
@@ -136,6 +141,36 @@ impl Telemetry {
                 .dropped
                 .fetch_add(lost as u64, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+}
+
+/// Tells the exporter, lingering while a batch fills, that a whole batch is waiting: once per
+/// batch, so neither a wake-up per request nor a queue that overflows at high rates while the
+/// exporter sleeps.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    full: tokio::sync::Notify,
+    /// A wake-up is pending (cleared by the exporter when it takes the batch).
+    told: std::sync::atomic::AtomicBool,
+}
+
+impl Backlog {
+    /// After a send: `queued` requests wait.
+    pub(crate) fn sent(&self, queued: usize) {
+        use std::sync::atomic::Ordering;
+        if queued >= export::MAX_BATCH && !self.told.swap(true, Ordering::AcqRel) {
+            self.full.notify_one();
+        }
+    }
+
+    /// When a whole batch waits (at once if one did since the last [`Backlog::taken`]).
+    async fn full(&self) {
+        self.full.notified().await;
+    }
+
+    /// The exporter took what was waiting.
+    fn taken(&self) {
+        self.told.store(false, std::sync::atomic::Ordering::Release);
     }
 }
 
