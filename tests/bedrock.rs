@@ -229,14 +229,7 @@ async fn a_bedrock_stream_cut_mid_answer_is_continued_elsewhere() {
         cut_after_chunks: Some(4),
         ..FaultPlan::default()
     });
-    let resp = gw.chat(chat(true)).await;
-    let events = sse_events(&resp.text().await.unwrap());
-    assert_eq!(
-        stream_text(&events),
-        canonical_text(12, 0),
-        "one seamless answer"
-    );
-    assert_eq!(events.last().unwrap(), "[DONE]");
+    assert_seamless_stream(gw.chat(chat(true)).await).await;
     assert_eq!(m[0].requests().len(), 1, "the continuation");
     gw.stop().await;
 }

@@ -72,6 +72,15 @@ fn file_auth(creds: &Credentials) -> String {
     format!("credentials_file = \"{}\"", creds.0.display())
 }
 
+/// Three mocks, the test service account's credentials from the third, and a gateway whose
+/// route `chat` is `targets`.
+async fn vertex_gateway(targets: &[&str]) -> (Vec<MockServer>, Credentials, Gateway) {
+    let m = mocks(3).await;
+    let creds = Credentials::for_mock(&m[2], "");
+    let gw = Gateway::start(&toml(&m, targets, &file_auth(&creds))).await;
+    (m, creds, gw)
+}
+
 fn chat(stream: bool) -> Value {
     json!({
         "model": "chat",
@@ -225,14 +234,8 @@ async fn an_anthropic_client_fails_over_from_anthropic_through_bedrock_to_vertex
 
 #[tokio::test]
 async fn an_openai_client_fails_over_from_the_gemini_api_to_vertex_whole_and_streamed() {
-    let m = mocks(3).await;
-    let creds = Credentials::for_mock(&m[2], "");
-    let gw = Gateway::start(&toml(
-        &m,
-        &[&format!("gemini/{GEMINI}"), &format!("vertex/{GEMINI}")],
-        &file_auth(&creds),
-    ))
-    .await;
+    let (m, _creds, gw) =
+        vertex_gateway(&[&format!("gemini/{GEMINI}"), &format!("vertex/{GEMINI}")]).await;
     m[0].set_plan(down());
     let resp = gw.chat(chat(false)).await;
     assert_eq!(resp.status(), 200);
@@ -300,15 +303,9 @@ async fn a_responses_client_is_served_by_vertex_claude_with_a_given_token() {
 
 #[tokio::test]
 async fn vertexs_own_errors_are_classified_for_failover() {
-    let m = mocks(3).await;
-    let creds = Credentials::for_mock(&m[2], "");
     // Claude on Vertex out of quota (Google's envelope, in an array): the next target answers.
-    let gw = Gateway::start(&toml(
-        &m,
-        &[&format!("vertex/{CLAUDE}"), "ant/claude-sonnet-4-5"],
-        &file_auth(&creds),
-    ))
-    .await;
+    let (m, creds, gw) =
+        vertex_gateway(&[&format!("vertex/{CLAUDE}"), "ant/claude-sonnet-4-5"]).await;
     m[2].set_plan(FaultPlan {
         status: Some(429),
         ..FaultPlan::default()
@@ -364,22 +361,13 @@ async fn vertexs_own_errors_are_classified_for_failover() {
 
 #[tokio::test]
 async fn a_vertex_stream_cut_mid_answer_is_continued_elsewhere() {
-    let m = mocks(3).await;
-    let creds = Credentials::for_mock(&m[2], "");
     let route = [&format!("vertex/{GEMINI}") as &str, "ant/claude-sonnet-4-5"];
-    let gw = Gateway::start(&toml(&m, &route, &file_auth(&creds))).await;
+    let (m, _creds, gw) = vertex_gateway(&route).await;
     m[2].set_plan(FaultPlan {
         cut_after_chunks: Some(4),
         ..FaultPlan::default()
     });
-    let resp = gw.chat(chat(true)).await;
-    let events = sse_events(&resp.text().await.unwrap());
-    assert_eq!(
-        stream_text(&events),
-        canonical_text(12, 0),
-        "one seamless answer"
-    );
-    assert_eq!(events.last().unwrap(), "[DONE]");
+    assert_seamless_stream(gw.chat(chat(true)).await).await;
     assert_eq!(m[0].requests().len(), 1, "the continuation");
     gw.stop().await;
 }

@@ -343,6 +343,18 @@ pub fn stream_text(events: &[serde_json::Value]) -> String {
         .collect()
 }
 
+/// The response to a streamed chat request, checked to be the mock's whole canonical answer
+/// ending with `[DONE]` (however many targets it took).
+pub async fn assert_seamless_stream(resp: reqwest::Response) {
+    let events = sse_events(&resp.text().await.unwrap());
+    assert_eq!(
+        stream_text(&events),
+        switchyard::mock::canonical_text(12, 0),
+        "one seamless answer"
+    );
+    assert_eq!(events.last().unwrap(), "[DONE]");
+}
+
 /// The content of a non-stream completion.
 pub fn completion_text(v: &serde_json::Value) -> String {
     v["choices"][0]["message"]["content"]
