@@ -186,7 +186,8 @@ impl Sink {
     /// 1`, `scope_spans = 2` { `scope = 1`, spans... } }), whose lengths are known last and
     /// written into that room, so nothing is copied.
     fn encode(&self, traced: impl Iterator<Item = Box<Traced>>) -> bytes::Bytes {
-        let room = 2 * 11 + self.resource.len() + 8;
+        // Three keys, three varint lengths of at most ten bytes, and the resource.
+        let room = 3 * 11 + self.resource.len();
         let mut out = Vec::with_capacity(room + 64 * 1024);
         out.resize(room, 0);
         proto::bytes(&mut out, 1, &self.scope);
