@@ -145,6 +145,7 @@ impl Background {
             *state = state.with_responses(store.clone());
             responses = Some(store);
         }
+        state.routing.load().warm_up();
         let mut traces = None;
         let telemetry = state.routing.load().config.telemetry.clone();
         if let (Some(config), false) = (telemetry, state.telemetry.enabled()) {
@@ -427,6 +428,7 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
     // The new keys are masked from here on: in client answers (the table's redactor) and in
     // what the audit writer encodes next.
     state.redactor.store(routing.redactor.clone());
+    routing.warm_up();
     state.routing.store(Arc::new(routing));
     state.auth.store(auth);
     Ok(pending)

@@ -601,3 +601,23 @@ async fn each_client_api_is_served_by_each_publisher_across_dialects() {
     claude.stop().await;
     gemini.stop().await;
 }
+
+#[tokio::test]
+async fn the_first_token_is_fetched_when_serving_starts_and_check_fetches_none() {
+    let m = mocks(3).await;
+    let creds = Credentials::for_mock(&m[2], "");
+    let toml = toml(&m, &[&format!("vertex/{GEMINI}")], &file_auth(&creds));
+    // What `switchyard check` does: the state built and dropped, nothing served.
+    drop(support::build(&toml));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(token_calls(&m[2]), 0, "check asks for no token");
+    // Serving: the token comes before any request does.
+    let gw = Gateway::start(&toml).await;
+    let fetched =
+        support::audit::eventually(5, || async { (token_calls(&m[2]) == 1).then_some(()) }).await;
+    assert!(fetched.is_some(), "the first token, fetched at start");
+    let resp = gw.chat(chat(false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(token_calls(&m[2]), 1, "and used by the first request");
+    gw.stop().await;
+}

@@ -172,6 +172,14 @@ impl Provider {
         }
     }
 
+    /// Start fetching what calls will need (a `vertex` provider's first access token), in
+    /// the background.
+    pub fn warm_up(&self) {
+        if let Some(tokens) = &self.tokens {
+            tokens.warm_up();
+        }
+    }
+
     /// The credential a call to this provider needs fetched: a `vertex` provider's access
     /// token (ready, or to wait for).
     pub fn credential(&self) -> Credential {

@@ -548,6 +548,19 @@ impl Routing {
         self.config.routes.iter().map(|r| r.name.as_str())
     }
 
+    /// Start fetching in the background what the providers' calls will need (access tokens),
+    /// once per provider: when the server starts serving this table.
+    pub fn warm_up(&self) {
+        let mut seen: Vec<&str> = Vec::new();
+        for t in &self.targets {
+            let name = t.provider.config.name.as_str();
+            if !seen.contains(&name) {
+                seen.push(name);
+                t.provider.warm_up();
+            }
+        }
+    }
+
     /// Every target once, in config order.
     pub fn targets(&self) -> &[Arc<Target>] {
         &self.targets

@@ -2,7 +2,7 @@
 //! (RS256, `urn:ietf:params:oauth:grant-type:jwt-bearer`), or a user's refresh token, exchanged
 //! at the credentials' `token_uri`.
 //!
-//! A token is fetched when the provider is built (when there is a runtime to fetch on), kept,
+//! A token is fetched when the server starts serving the provider (`warm_up`), kept,
 //! and refreshed in the background once most of its life is over, by the first request that
 //! sees it is due: requests go on with the token they have while a new one is fetched. Only a
 //! request that finds no valid token (the first, after a failure, after a long idle time)
@@ -139,14 +139,20 @@ impl TokenSource {
             refreshing: AtomicBool::new(false),
             failed: Mutex::new(None),
         });
-        // The first token, before the first request needs it.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let early = source.clone();
-            runtime.spawn(async move {
-                let _ = early.wait().await;
-            });
-        }
         Ok(Some(source))
+    }
+
+    /// Fetch the first token in the background, before the first request needs it (the
+    /// server calls this when it starts serving a routing table; `check` builds one without).
+    pub fn warm_up(self: &Arc<Self>) {
+        // Without a runtime to fetch on, the first request fetches it.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let source = self.clone();
+        runtime.spawn(async move {
+            let _ = source.wait().await;
+        });
     }
 
     /// The token to send now, if there is a valid one (starting a refresh when it is due).
