@@ -10,6 +10,7 @@
 pub mod audit;
 pub mod otlp;
 pub mod responses;
+pub mod vertex;
 
 use std::net::SocketAddr;
 
