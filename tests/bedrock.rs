@@ -55,26 +55,6 @@ fn chat(stream: bool) -> Value {
     })
 }
 
-async fn messages(gw: &Gateway, stream: bool, beta: Option<&str>) -> reqwest::Response {
-    let mut req = client()
-        .post(gw.url("/v1/messages"))
-        .header("x-api-key", "unused")
-        .header("anthropic-version", "2023-06-01");
-    if let Some(beta) = beta {
-        req = req.header("anthropic-beta", beta);
-    }
-    req.json(&json!({
-        "model": "chat",
-        "max_tokens": 256,
-        "stream": stream,
-        "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
-        "messages": [{"role": "user", "content": "Say the canonical text."}]
-    }))
-    .send()
-    .await
-    .unwrap()
-}
-
 /// The text of an Anthropic SSE stream, and its event names.
 fn anthropic_stream(text: &str) -> (String, Vec<String>) {
     let mut answer = String::new();
@@ -144,7 +124,7 @@ async fn an_openai_client_is_served_by_bedrock_signed_whole_and_streamed() {
 async fn an_anthropic_client_passes_through_to_bedrock_with_its_betas_and_cache_markers() {
     let m = mocks(2).await;
     let gw = Gateway::start(&toml(&m, &["bedrock"], &keys())).await;
-    let resp = messages(
+    let resp = anthropic_messages(
         &gw,
         false,
         Some("interleaved-thinking-2025-05-14, context-1m-2025-08-07"),
@@ -155,7 +135,7 @@ async fn an_anthropic_client_passes_through_to_bedrock_with_its_betas_and_cache_
     assert_eq!(body["type"], "message");
     assert_eq!(body["content"][0]["text"], canonical_text(12, 0));
 
-    let resp = messages(&gw, true, None).await;
+    let resp = anthropic_messages(&gw, true, None).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(header(&resp, "content-type"), "text/event-stream");
     let (answer, kinds) = anthropic_stream(&resp.text().await.unwrap());
@@ -183,7 +163,7 @@ async fn anthropic_fails_over_to_bedrock_and_bedrock_to_anthropic() {
     let m = mocks(2).await;
     let gw = Gateway::start(&toml(&m, &["ant", "bedrock"], &keys())).await;
     m[0].set_plan(down());
-    let resp = messages(&gw, true, None).await;
+    let resp = anthropic_messages(&gw, true, None).await;
     assert_eq!(header(&resp, "x-switchyard-target"), TARGET);
     assert_eq!(
         anthropic_stream(&resp.text().await.unwrap()).0,

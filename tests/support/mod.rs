@@ -356,6 +356,32 @@ pub async fn assert_seamless_stream(resp: reqwest::Response) {
     assert_eq!(events.last().unwrap(), "[DONE]");
 }
 
+/// A Messages request for route `chat` as Claude Code sends one (its system prompt marked
+/// for caching), with `anthropic-beta: beta` when given.
+pub async fn anthropic_messages(
+    gw: &Gateway,
+    stream: bool,
+    beta: Option<&str>,
+) -> reqwest::Response {
+    let mut req = client()
+        .post(gw.url("/v1/messages"))
+        .header("x-api-key", "unused")
+        .header("anthropic-version", "2023-06-01");
+    if let Some(beta) = beta {
+        req = req.header("anthropic-beta", beta);
+    }
+    req.json(&serde_json::json!({
+        "model": "chat",
+        "max_tokens": 256,
+        "stream": stream,
+        "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "Say the canonical text."}]
+    }))
+    .send()
+    .await
+    .unwrap()
+}
+
 /// The content of a non-stream completion.
 pub fn completion_text(v: &serde_json::Value) -> String {
     v["choices"][0]["message"]["content"]

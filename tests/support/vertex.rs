@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use switchyard::mock::vertex::service_account_json;
 use switchyard::mock::MockServer;
 
-use super::{client, mocks, Gateway};
+use super::{mocks, Gateway};
 
 pub const CLAUDE: &str = "claude-sonnet-4-5@20250929";
 pub const GEMINI: &str = "gemini-2.5-pro";
@@ -84,22 +84,9 @@ pub fn chat(stream: bool) -> Value {
     })
 }
 
+/// [`super::anthropic_messages`] with a beta, as the Vertex tests send it.
 pub async fn messages(gw: &Gateway, stream: bool) -> reqwest::Response {
-    client()
-        .post(gw.url("/v1/messages"))
-        .header("x-api-key", "unused")
-        .header("anthropic-version", "2023-06-01")
-        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
-        .json(&json!({
-            "model": "chat",
-            "max_tokens": 256,
-            "stream": stream,
-            "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
-            "messages": [{"role": "user", "content": "Say the canonical text."}]
-        }))
-        .send()
-        .await
-        .unwrap()
+    super::anthropic_messages(gw, stream, Some("interleaved-thinking-2025-05-14")).await
 }
 
 /// The text of an Anthropic SSE stream.

@@ -25,6 +25,8 @@ use crate::config::ProviderConfig;
 
 /// The `anthropic_version` Vertex's Anthropic models take.
 pub const ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
+/// ...as a JSON string, written into every Claude body.
+const VERSION_JSON: &str = "\"vertex-2023-10-16\"";
 
 /// Whose model a target names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,11 +78,7 @@ fn anthropic_body(body: &[u8]) -> Option<Vec<u8>> {
     let Fields(fields) = serde_json::from_slice(body).ok()?;
     let mut out = Vec::with_capacity(body.len() + 40);
     out.push(b'{');
-    member(
-        &mut out,
-        "anthropic_version",
-        format!("\"{ANTHROPIC_VERSION}\"").as_bytes(),
-    );
+    member(&mut out, "anthropic_version", VERSION_JSON.as_bytes());
     for (key, value) in &fields {
         if !matches!(key.as_ref(), "model" | "anthropic_version") {
             member(&mut out, key, value.get().as_bytes());
