@@ -44,7 +44,10 @@ const MAX_ANSWER: usize = 64 * 1024;
 
 /// A source of access tokens for one provider.
 pub struct TokenSource {
-    grant: Grant,
+    /// A service account or a user's credentials (never a plain token: that needs no source).
+    credentials: GoogleCredentials,
+    /// A service account's key, parsed once.
+    key: Option<Box<RsaKeyPair>>,
     client: reqwest::Client,
     current: ArcSwapOption<Token>,
     /// The one fetch that requests without a token wait on.
@@ -53,21 +56,6 @@ pub struct TokenSource {
     refreshing: AtomicBool,
     /// The last fetch failed: when, and why.
     failed: Mutex<Option<(Instant, String)>>,
-}
-
-enum Grant {
-    ServiceAccount {
-        client_email: String,
-        key_id: Option<String>,
-        key: Box<RsaKeyPair>,
-        token_uri: String,
-    },
-    AuthorizedUser {
-        client_id: String,
-        client_secret: String,
-        refresh_token: String,
-        token_uri: String,
-    },
 }
 
 struct Token {
@@ -97,33 +85,13 @@ impl TokenSource {
         credentials: &GoogleCredentials,
         connect_timeout: Duration,
     ) -> Result<Option<Arc<TokenSource>>, String> {
-        let grant = match credentials {
+        let key = match credentials {
             GoogleCredentials::AccessToken(_) => return Ok(None),
-            GoogleCredentials::ServiceAccount {
-                client_email,
-                key_id,
-                private_key,
-                token_uri,
-            } => Grant::ServiceAccount {
-                client_email: client_email.clone(),
-                key_id: key_id.clone(),
-                key: Box::new(
-                    RsaKeyPair::from_pkcs8(private_key)
-                        .map_err(|_| "the service account's private key is not an RSA key")?,
-                ),
-                token_uri: token_uri.clone(),
-            },
-            GoogleCredentials::AuthorizedUser {
-                client_id,
-                client_secret,
-                refresh_token,
-                token_uri,
-            } => Grant::AuthorizedUser {
-                client_id: client_id.clone(),
-                client_secret: client_secret.clone(),
-                refresh_token: refresh_token.clone(),
-                token_uri: token_uri.clone(),
-            },
+            GoogleCredentials::ServiceAccount { private_key, .. } => Some(Box::new(
+                RsaKeyPair::from_pkcs8(private_key)
+                    .map_err(|_| "the service account's private key is not an RSA key")?,
+            )),
+            GoogleCredentials::AuthorizedUser { .. } => None,
         };
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
@@ -132,7 +100,8 @@ impl TokenSource {
             .build()
             .map_err(|e| format!("no HTTP client for the token endpoint: {e}"))?;
         let source = Arc::new(TokenSource {
-            grant,
+            credentials: credentials.clone(),
+            key,
             client,
             current: ArcSwapOption::empty(),
             fetch: tokio::sync::Mutex::new(()),
@@ -238,15 +207,18 @@ impl TokenSource {
 
     /// One exchange at the token endpoint: the token and how long it lives.
     async fn exchange(&self) -> Result<(String, Duration), String> {
-        let (uri, form): (&str, Vec<(&str, String)>) = match &self.grant {
-            Grant::ServiceAccount { token_uri, .. } => (
+        let (uri, form): (&str, Vec<(&str, String)>) = match &self.credentials {
+            GoogleCredentials::AccessToken(_) => {
+                return Err("a given token is not exchanged".into())
+            }
+            GoogleCredentials::ServiceAccount { token_uri, .. } => (
                 token_uri,
                 vec![
                     ("grant_type", JWT_GRANT.to_owned()),
                     ("assertion", self.assertion(SystemTime::now())?),
                 ],
             ),
-            Grant::AuthorizedUser {
+            GoogleCredentials::AuthorizedUser {
                 client_id,
                 client_secret,
                 refresh_token,
@@ -335,12 +307,15 @@ impl TokenSource {
 
     /// The signed JWT a service account asks for a token with, issued at `now`.
     fn assertion(&self, now: SystemTime) -> Result<String, String> {
-        let Grant::ServiceAccount {
-            client_email,
-            key_id,
-            key,
-            token_uri,
-        } = &self.grant
+        let (
+            GoogleCredentials::ServiceAccount {
+                client_email,
+                key_id,
+                token_uri,
+                ..
+            },
+            Some(key),
+        ) = (&self.credentials, &self.key)
         else {
             return Err("not a service account".into());
         };
