@@ -172,6 +172,15 @@ impl Provider {
         }
     }
 
+    /// Whether a same-dialect client's query (`?beta=true`) is sent on: not to the clouds,
+    /// whose URLs are their own.
+    pub fn takes_client_query(&self) -> bool {
+        !matches!(
+            self.config.kind,
+            ProviderKind::Bedrock | ProviderKind::Vertex
+        )
+    }
+
     /// Start fetching what calls will need (a `vertex` provider's first access token), in
     /// the background.
     pub fn warm_up(&self) {

@@ -132,17 +132,10 @@ async fn send_to(
     probe: bool,
     forward: Forward<'_>,
 ) -> Result<Response<Body>, AttemptError> {
-    use crate::config::ProviderKind;
     use crate::provider::{vertex::auth::Bearer, Credential};
-    // The clouds' URLs are their own (`?beta=true` is Anthropic's API's).
     let queried = (forward.client)
         .and_then(|c| c.query.as_deref())
-        .filter(|_| {
-            !matches!(
-                target.provider.config.kind,
-                ProviderKind::Bedrock | ProviderKind::Vertex
-            )
-        })
+        .filter(|_| target.provider.takes_client_query())
         .and_then(|query| with_query(url, query).ok());
     let url = queried.as_ref().unwrap_or(url);
     let client_headers = forward.client.map_or(&[][..], |c| c.headers.as_slice());
