@@ -292,3 +292,33 @@ async fn each_client_api_is_served_by_each_publisher_across_dialects() {
     claude.stop().await;
     gemini.stop().await;
 }
+
+#[tokio::test]
+async fn a_clients_query_is_not_sent_to_the_clouds() {
+    let route = [
+        "bedrock/anthropic.claude-sonnet-4-5-20250929-v1:0",
+        &format!("vertex/{CLAUDE}") as &str,
+    ];
+    let (m, _creds, gw) = vertex_gateway(&route).await;
+    for down_first in [false, true] {
+        m[1].set_plan(if down_first {
+            down()
+        } else {
+            FaultPlan::default()
+        });
+        let resp = client()
+            .post(gw.url("/v1/messages?beta=true"))
+            .header("x-api-key", "unused")
+            .header("anthropic-version", "2023-06-01")
+            .json(&json!({"model": "chat", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let bedrock = &m[1].requests()[0];
+    assert!(bedrock.path.ends_with("/invoke"), "{}", bedrock.path);
+    let vertex = model_calls(&m[2]).pop().unwrap();
+    assert!(vertex.path.ends_with(":rawPredict"), "{}", vertex.path);
+    gw.stop().await;
+}
