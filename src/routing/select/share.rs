@@ -14,7 +14,9 @@
 //!
 //! Shares follow the scores within bounds: a target the breaker keeps out (open, or half-open
 //! with only probes) has none, at once; a ramping one at most what its ramp admits; every
-//! other at least `floor`; and no share moves more than `max_step` in one interval.
+//! other healthy one at least `floor`, and one departed from its own behaviour (failing, slower
+//! than its baseline, near its rate limit) at least a quarter of it; and no share moves more
+//! than `max_step` in one interval.
 
 use std::time::Duration;
 
@@ -29,6 +31,10 @@ const SELF_POWER: i32 = 4;
 const PEER_POWER: i32 = 2;
 /// Below this remaining share of its rate limit, a target's score falls in proportion.
 const HEADROOM_LOW: f64 = 0.10;
+/// A target departed from its own behaviour keeps this part of the floor: a trickle that still
+/// shows it recover (each sample counts, see [`PER_SAMPLE`]) but stays out of the clients'
+/// tail. The full floor of 2% is more than a p99 can hide; a quarter of it is not.
+const DEGRADED_FLOOR: f64 = 0.25;
 /// How far one sample moves the fast estimate toward its interval's value: `n` samples move
 /// it `1 - (1 - PER_SAMPLE)^n` of the way, at most [`MAX_GAIN`]. A target on the floor gets a
 /// trickle of samples, and each counts: it is judged, and regains its share, on few.
@@ -214,6 +220,7 @@ impl Shares {
             .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
 
         let mut scores = vec![0.0; n];
+        let mut degraded = vec![false; n];
         for i in 0..n {
             let t = &mut self.tracks[i];
             if !eligible[i] {
@@ -240,6 +247,9 @@ impl Shares {
                 _ => (1.0, Reason::Price),
             };
             let score = factors.iter().fold(priors[i], |s, (f, _)| s * f);
+            // Failures, its own baseline and its rate limit say the target is not itself;
+            // slower than its peers or dearer, it still is.
+            degraded[i] = [0, 1, 3].iter().any(|&k| factors[k].0 < 0.999);
             let worst = factors
                 .iter()
                 .filter(|(f, _)| *f < 0.999)
@@ -254,7 +264,11 @@ impl Shares {
 
         let caps: Vec<f64> = samples.iter().map(|s| s.gate.clamp(0.0, 1.0)).collect();
         let floors: Vec<f64> = (0..n)
-            .map(|i| if caps[i] >= 1.0 { rules.floor } else { 0.0 })
+            .map(|i| match (caps[i] >= 1.0, degraded[i]) {
+                (false, _) => 0.0,
+                (true, false) => rules.floor,
+                (true, true) => rules.floor * DEGRADED_FLOOR,
+            })
             .collect();
         let goal = fill(&scores, &floors, &caps);
         // Where the shares stand now: a target the breaker took out loses its share at once,

@@ -122,8 +122,8 @@ fn a_brownout_moves_traffic_off_within_a_few_intervals_and_back_on_recovery() {
     assert!((h[119][0] - 1.0 / 3.0).abs() < 0.02, "before: {:?}", h[119]);
     // Within three intervals of the brownout, the first target has lost most of its share...
     assert!(h[122][0] < 0.1, "after 3 intervals: {:?}", h[122]);
-    // ...and it stays at the floor, still measured, while slow.
-    assert!((h[239][0] - 0.02).abs() < 1e-6, "during: {:?}", h[239]);
+    // ...and it stays at a quarter of the floor, still measured, while slow.
+    assert!((h[239][0] - 0.005).abs() < 1e-6, "during: {:?}", h[239]);
     // Within a few intervals of recovering, it has its share back.
     assert!(
         (h[250][0] - 1.0 / 3.0).abs() < 0.02,
@@ -214,18 +214,40 @@ fn the_baseline_follows_slow_drift_but_not_a_step() {
 
 #[test]
 fn a_healthy_target_never_goes_below_the_floor() {
+    // Ten times slower than its peers from the start: that is how it is, not a departure from
+    // its own baseline, so it keeps the whole floor.
     let priors = [1.0, 1.0, 1.0];
     let mut s = Shares::new(&priors);
     let h = run(&mut s, &priors, &[None; 3], 100, |_| {
         vec![
-            sample(5000.0, 60, 20),
+            sample(1000.0, 60, 0),
             sample(100.0, 60, 0),
             sample(100.0, 60, 0),
         ]
     });
     assert!(h.iter().all(|v| v[0] >= 0.02 - 1e-9), "{:?}", h.last());
-    assert!((h[99][0] - 0.02).abs() < 1e-6);
-    assert!((h[99][1] - 0.49).abs() < 1e-6);
+    assert!((h[99][0] - 0.02).abs() < 1e-6, "{:?}", h[99]);
+    assert!((h[99][1] - 0.49).abs() < 1e-6, "{:?}", h[99]);
+    assert_eq!(s.tracks[0].reason, Reason::SlowerThanPeers);
+}
+
+#[test]
+fn a_degraded_target_keeps_a_quarter_of_the_floor() {
+    // Failing a third of its calls and fifty times slower than it was: not healthy, so it
+    // keeps only the trickle that shows it recover, and never less.
+    let priors = [1.0, 1.0, 1.0];
+    let mut s = Shares::new(&priors);
+    let h = run(&mut s, &priors, &[None; 3], 100, |i| {
+        let first = if i < 10 {
+            sample(100.0, 60, 0)
+        } else {
+            sample(5000.0, 60, 20)
+        };
+        vec![first, sample(100.0, 60, 0), sample(100.0, 60, 0)]
+    });
+    assert!(h.iter().all(|v| v[0] >= 0.005 - 1e-9), "{:?}", h.last());
+    assert!((h[99][0] - 0.005).abs() < 1e-6, "{:?}", h[99]);
+    assert!((h[99][1] - 0.4975).abs() < 1e-6, "{:?}", h[99]);
 }
 
 #[test]
