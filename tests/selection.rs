@@ -249,6 +249,32 @@ async fn a_brownout_moves_traffic_off_the_slow_target_with_no_breaker_trip_and_b
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn hedges_that_beat_a_slow_target_still_move_its_share() {
+    // Every request to the slow target is hedged at 30 ms and the hedge wins, so none of its
+    // attempts ever answers: each lost race must count as a latency of at least its time, or
+    // its share would never move.
+    let m = mocks(3).await;
+    for mock in &m {
+        mock.set_plan(slow(20));
+    }
+    let extra = "[routes.adaptive]\ninterval = \"1s\"\naffinity = \"off\"\n\
+                 [routes.hedge]\ndelay = \"30ms\"\nbudget = 1.0\n\
+                 [routes.retry_budget]\nratio = 1.0\nmin_per_sec = 1000";
+    let gw = Gateway::start(&route(&m, "adaptive", &[1.0, 1.0, 1.0], extra)).await;
+    let _healthy = served(&gw, 500, |i| (ask(&format!("h{i}")), vec![])).await;
+    m[0].set_plan(slow(300));
+    let during = served(&gw, 600, |i| (ask(&format!("b{i}")), vec![])).await;
+    assert!(
+        share_of(&during, "p0/model-0") == 0.0,
+        "the hedges answered for p0"
+    );
+    let st = status(&gw).await;
+    let view = &st["routes"][0]["shares"][0];
+    assert_eq!(view["reason"], "slower_than_baseline", "{view}");
+    assert!(view["share"].as_f64().unwrap() <= 0.05, "{view}");
+}
+
 #[tokio::test]
 async fn the_audit_path_says_why_each_attempt_went_where_it_did() {
     let m = mocks(2).await;

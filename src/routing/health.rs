@@ -288,6 +288,18 @@ impl Health {
         self.transition(t);
     }
 
+    /// An attempt that lost a hedge race was dropped after `elapsed` without an answer: for
+    /// adaptive selection that is a latency (for streams, a time to first content) of at least
+    /// `elapsed`, and counting it as one keeps a slow target's signal from being censored by
+    /// the hedges that beat it. The breaker and the SLIs do not see it (nothing failed).
+    pub fn outpaced(&self, elapsed: Duration, stream: bool) {
+        let mut inner = self.lock();
+        if let Some(s) = inner.signals.as_deref_mut() {
+            let histogram = if stream { &mut s.ttft } else { &mut s.latency };
+            histogram.saturating_record(micros(elapsed));
+        }
+    }
+
     /// A stream attempt's time to first content.
     pub fn first_token(&self, now: Instant, ttft: Duration) {
         let mut inner = self.lock();

@@ -302,6 +302,11 @@ impl<'a> Race<'a> {
             if r.seq > 0 {
                 target.budget.refund(r.start);
             }
+            if outcome == AttemptOutcome::HedgeLost {
+                target
+                    .health
+                    .outpaced(r.start.elapsed(), self.req.chat.stream);
+            }
             let attempt = self.attempt(target, r.start, outcome, None, r.picked, r.seq);
             self.path.push(attempt);
         }
