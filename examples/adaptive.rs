@@ -5,7 +5,8 @@
 //!    recovers for 40 s. 100 requests/s, open loop, measured from the client: p50/p90/p99 and
 //!    errors per phase (the brownout's first 20 s, while the shares move, apart from the rest),
 //!    the primary's part of the answers, and its share over time. Priority, and adaptive with
-//!    weights 2:1:1 at the default floor (2%) and at 0.5%.
+//!    weights 2:1:1 (the primary half the traffic while healthy), each with hedging off (the
+//!    strategies alone) and on (the default: delay p95, budget 10%).
 //! 2. Two equal targets for 60 s: how far the first one's share swings, and, with session
 //!    affinity, how many of each session's requests land on its usual target.
 //!
@@ -237,23 +238,16 @@ async fn main() {
         "brownout, last 40 s",
         "recovered",
     ];
+    let adaptive = "[routes.adaptive]\naffinity = \"off\"\n";
+    let (off, on) = ("enabled = false\n", "");
     let runs = [
-        ("priority", "strategy = \"priority\"\n", vec![], ""),
-        (
-            "adaptive (floor 0.02)",
-            "strategy = \"adaptive\"\n",
-            vec![2, 1, 1],
-            "[routes.adaptive]\naffinity = \"off\"\n",
-        ),
-        (
-            "adaptive (floor 0.005)",
-            "strategy = \"adaptive\"\n",
-            vec![2, 1, 1],
-            "[routes.adaptive]\naffinity = \"off\"\nfloor = 0.005\n",
-        ),
+        ("priority", "strategy = \"priority\"\n", vec![], "", off),
+        ("adaptive", "strategy = \"adaptive\"\n", vec![2, 1, 1], adaptive, off),
+        ("priority, hedging", "strategy = \"priority\"\n", vec![], "", on),
+        ("adaptive, hedging", "strategy = \"adaptive\"\n", vec![2, 1, 1], adaptive, on),
     ];
     let mut series = Vec::new();
-    for (label, strategy, weights, table) in &runs {
+    for (label, strategy, weights, table, hedge) in &runs {
         let table = if table.is_empty() {
             String::new()
         } else {
@@ -261,7 +255,7 @@ async fn main() {
         };
         let m = healthy_mocks("m", 3).await;
         let route = format!(
-            "[[routes]]\nname = \"chat\"\n{strategy}{}\n[routes.hedge]\nenabled = false\n{table}",
+            "[[routes]]\nname = \"chat\"\n{strategy}{}\n[routes.hedge]\n{hedge}{table}",
             targets(3, weights)
         );
         let url = gateway(&m.iter().collect::<Vec<_>>(), &route).await;
@@ -279,7 +273,18 @@ async fn main() {
             secs(5.0),
         )
         .await;
-        for (name, ph) in names.iter().zip(&phases) {
+        // The whole brownout as well as its two parts.
+        let mut whole = Phase::new();
+        for ph in &phases[1..3] {
+            whole.hist.add(&ph.hist).expect("same histogram bounds");
+            whole.failed += ph.failed;
+            for (t, n) in &ph.by_target {
+                *whole.by_target.entry(t.clone()).or_default() += n;
+            }
+        }
+        let rows = names.iter().zip(&phases).take(3);
+        let rows = rows.chain([(&"brownout, all 60 s", &whole), (&names[3], &phases[3])]);
+        for (name, ph) in rows {
             let n: u64 = ph.by_target.values().sum();
             let on_primary = ph.by_target.get("p0/m0").copied().unwrap_or(0);
             let ms = |q: f64| ph.hist.value_at_quantile(q) as f64 / 1000.0;
