@@ -8,6 +8,7 @@
 )]
 
 pub mod audit;
+pub mod loops;
 pub mod otlp;
 pub mod responses;
 pub mod vertex;
