@@ -8,6 +8,7 @@
 )]
 
 pub mod audit;
+pub mod golden;
 pub mod loops;
 pub mod otlp;
 pub mod responses;
