@@ -226,7 +226,8 @@ fn push<'a>(contents: &mut Vec<OutContent<'a>>, role: &'static str, parts: Vec<O
 /// with something other than function responses in it (Gemini looks back for it the same
 /// way), and the first function call of each `model` content after it must carry a signature.
 /// One Gemini did not make (another vendor's, or one whose signature was not carried) gets
-/// [`SKIP_VALIDATOR`]: Gemini 3 rejects the request otherwise, older models ignore it.
+/// [`SKIP_VALIDATOR`]: Gemini 3 rejects the request otherwise (older models do not check; the
+/// value is sent to them too, as the model name says nothing reliable: `gemini-flash-latest`).
 fn sign_current_turn(contents: &mut [OutContent<'_>]) {
     let start = contents
         .iter()
