@@ -1,6 +1,8 @@
 //! Translation cost: a request parsed in one dialect and written in another (every pair, a
-//! small and an agent-sized conversation), and a stream event decoded from one dialect and
-//! encoded into another (every pair, per event). Figures go to docs/BENCHMARKS.md.
+//! small and an agent-sized conversation), a stream event decoded from one dialect and
+//! encoded into another (every pair, per event), and the scan for Gemini signatures carried
+//! in tool-call ids that every body for a target other than Gemini goes through. Figures go
+//! to docs/BENCHMARKS.md.
 //!
 //! `cargo bench --bench translation`
 // A benchmark's setup reads fixtures it ships with; failing loudly is what we want there.
@@ -11,7 +13,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use switchyard::canonical::context::{self, TokenCounter};
-use switchyard::canonical::{ChatRequest, Dialect, StreamEvent};
+use switchyard::canonical::gemini::signature;
+use switchyard::canonical::{ChatRequest, Dialect, Message, StreamEvent};
 
 const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
 
@@ -157,5 +160,40 @@ fn trimming(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, requests, streams, trimming);
+/// `signature::strip` on the agent-sized OpenAI body: as it is (no signature: the scan every
+/// body for a target other than Gemini pays), and with a 2 KB signature carried in every
+/// call's id (a conversation a Gemini target served: the ids are cut).
+fn signatures(c: &mut Criterion) {
+    let mut group = c.benchmark_group("signatures");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    let plain = grown(Dialect::OpenAi, 20);
+    let mut req = Dialect::OpenAi.parse_request(&plain).unwrap();
+    let carried = "A".repeat(2048);
+    for message in &mut req.messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                for call in tool_calls {
+                    assert!(signature::embed(&mut call.id, &carried));
+                }
+            }
+            Message::Tool(result) => {
+                assert!(signature::embed(&mut result.tool_call_id, &carried));
+            }
+            Message::User { .. } => {}
+        }
+    }
+    let signed = Dialect::OpenAi.write_request(&req, "bench-model").unwrap();
+    for (name, body) in [("agent_plain", &plain), ("agent_signed", &signed)] {
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_with_input(BenchmarkId::new("strip", name), body, |b, body| {
+            b.iter(|| black_box(signature::strip(black_box(body))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, requests, streams, trimming, signatures);
 criterion_main!(benches);

@@ -34,6 +34,6 @@ fuzz_target!(|data: &[u8]| {
     let headers = http::HeaderMap::new();
     let body = bytes::Bytes::copy_from_slice(stream);
     if let Some(wire) = ClientWire::native(Dialect::Anthropic, body, &headers, Some("beta=true")) {
-        let _ = wire.native_body(Dialect::Anthropic, "\"m\"");
+        let _ = wire.native_body(Dialect::Anthropic, "fuzz", "\"m\"");
     }
 });

@@ -4,7 +4,8 @@
 //! tail); stall; injected status (Anthropic's error envelope; the plan's `error_code`, when set,
 //! is the error `type`); `anthropic-version` header; `x-api-key` (`expect_api_key`); body checks
 //! (`model`, `max_tokens`, `messages`); context length ("prompt is too long"); prefill (a
-//! trailing assistant message, which may not end in whitespace, as Anthropic requires); answer.
+//! trailing assistant message, which may not end in whitespace, as Anthropic requires); answer
+//! (led by a signed thinking block when the request turns `thinking` on).
 //! Streams play through the shared fault plan; `inband_error_after` sends `event: error` with an
 //! `overloaded_error`.
 
@@ -246,11 +247,31 @@ fn decide(
         Some(prefill) => continuation(&text, &prefill).to_owned(),
         None => text,
     };
+    let thinking = matches!(
+        body.pointer("/thinking/type").and_then(Value::as_str),
+        Some("enabled" | "adaptive")
+    );
     Ok(Answer {
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         prompt_tokens,
         text,
-        tool_call: plan.tool_call,
+        // A tool loop: once the tool's result is in, the answer is text.
+        tool_call: plan.tool_call && !ends_with_tool_result(messages),
+        thinking: thinking.then_some(messages.len()),
+    })
+}
+
+/// Whether the last message is the user's with a `tool_result` block in it.
+fn ends_with_tool_result(messages: &[Value]) -> bool {
+    messages.last().is_some_and(|m| {
+        m.get("role").and_then(Value::as_str) == Some("user")
+            && m.get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|blocks| {
+                    blocks
+                        .iter()
+                        .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                })
     })
 }
 
@@ -297,6 +318,14 @@ mod tests {
         ];
         assert_eq!(estimate_tokens(Some(&json!("abcd")), &messages), 3);
         assert_eq!(estimate_tokens(None, &[]), 0);
+    }
+
+    #[test]
+    fn a_tool_loop_ends_with_the_tools_result() {
+        let ask = json!({"role": "user", "content": "weather?"});
+        let result = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "sunny"}]});
+        assert!(ends_with_tool_result(&[ask.clone(), result]));
+        assert!(!ends_with_tool_result(&[ask]));
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! Same order as the OpenAI dialect: record and count (per model in the path); plan and random
 //! draw; latency (plus tail); stall; injected status (Gemini's error envelope; the plan's
 //! `error_code`, when set, is the `status` word); API key (`x-goog-api-key` or `?key=`); body
-//! checks (`contents`); context length ("The input token count ... exceeds ..."); prefill (a
-//! trailing `model` turn); answer. Streams play through the shared fault plan;
+//! checks (`contents`); context length ("The input token count ... exceeds ..."); with
+//! `thought_signatures`, Gemini 3's check of the current turn's signatures
+//! (`gemini/signatures.rs`); prefill (a trailing `model` turn); answer (signed, with
+//! `thought_signatures`). Streams play through the shared fault plan;
 //! `inband_error_after` sends an error object as the next event.
 
 use std::sync::Arc;
@@ -26,6 +28,7 @@ use super::RecordedRequest;
 use render::{Answer, Reply};
 
 mod render;
+mod signatures;
 
 /// The wire endpoints of this dialect.
 pub(crate) fn routes() -> Router<Arc<MockState>> {
@@ -255,6 +258,9 @@ fn decide(
             return Err(Rejection::invalid(message));
         }
     }
+    if plan.thought_signatures {
+        signatures::check(contents).map_err(Rejection::invalid)?;
+    }
     let prefill = prefill(contents);
     if prefill.is_some() && plan.reject_prefill {
         return Err(Rejection::invalid(
@@ -269,7 +275,9 @@ fn decide(
     Ok(Answer {
         prompt_tokens,
         text,
-        tool_call: plan.tool_call,
+        // A tool loop: once the function's result is in, the answer is text.
+        tool_call: plan.tool_call && !signatures::ends_with_function_responses(contents),
+        signed: plan.thought_signatures,
     })
 }
 

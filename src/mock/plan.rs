@@ -80,8 +80,16 @@ pub struct FaultPlan {
     pub variant: u32,
     /// Answer with one `get_weather` tool call (`{"city":"Paris"}`) instead of text, until the
     /// conversation ends with the tool's result (OpenAI chat: a `tool` message; Responses: a
-    /// `function_call_output` item): then with text, as a model in a tool loop does.
+    /// `function_call_output` item; Anthropic: a `tool_result` block; Gemini: a
+    /// `functionResponse` part): then with text, as a model in a tool loop does.
     pub tool_call: bool,
+    /// Gemini: handle thought signatures as Gemini 3 does. Answers are signed (a function
+    /// call's part, else the answer's last part carries a `thoughtSignature`), and a request
+    /// is refused with a 400 when the first function call of a model step in its current turn
+    /// (after the last user content that is not only function responses) has no signature or
+    /// one the mock cannot read (Google's documented `skip_thought_signature_validator` is
+    /// accepted). Set it for one model to make that model a Gemini 3 one.
+    pub thought_signatures: bool,
     /// Reject a request whose last message is an assistant prefill with a 400.
     pub reject_prefill: bool,
     /// Answer OpenAI's context-length 400 when the estimated prompt tokens (message characters
@@ -120,6 +128,7 @@ impl Default for FaultPlan {
             words: 12,
             variant: 0,
             tool_call: false,
+            thought_signatures: false,
             reject_prefill: false,
             max_context_tokens: None,
             expect_api_key: None,

@@ -264,6 +264,8 @@ pub async fn call_count_tokens(
             &target.model_json,
         )
         .ok_or_else(untranslatable)?;
+    // Gemini's thought signatures carried in tool-call ids are Gemini's alone.
+    let body = crate::canonical::gemini::signature::strip(&body).unwrap_or(body);
     let url = format!("{}/count_tokens", target.url.path())
         .parse::<http::uri::PathAndQuery>()
         .ok()

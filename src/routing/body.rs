@@ -1,11 +1,13 @@
 //! The body an attempt sends: the request in the target's dialect, fitted to its context window,
-//! optionally asking it to continue a partial answer (mid-stream continuation).
+//! optionally asking it to continue a partial answer (mid-stream continuation). A body for a
+//! target that is not Gemini has the Gemini thought signatures carried in its tool-call ids cut
+//! out (`canonical::gemini::signature`): they are Gemini's alone.
 
 use std::sync::Arc;
 
 use super::classify::AttemptError;
 use super::Target;
-use crate::canonical::{self, Dialect};
+use crate::canonical::{self, gemini, Dialect};
 use crate::config::{ContextPolicy, OnOverflow};
 use crate::metrics::bump;
 use crate::wire::transcode::Canonical;
@@ -69,6 +71,23 @@ pub struct Fitted {
 /// cannot panic (`canonical::context`); a byte estimate used in its place is counted as
 /// `switchyard_limits_total{limit="token_count"}`.
 pub async fn fitted_body(
+    target: &Arc<Target>,
+    context: &ContextPolicy,
+    chat: &ChatRequest,
+    canonical: &Arc<Canonical>,
+    prefill: Option<&str>,
+    client: Option<&ClientWire>,
+) -> Result<Fitted, AttemptError> {
+    let mut fitted = fit_body(target, context, chat, canonical, prefill, client).await?;
+    if target.dialect != Dialect::Gemini {
+        if let Some(stripped) = gemini::signature::strip(&fitted.body) {
+            fitted.body = stripped;
+        }
+    }
+    Ok(fitted)
+}
+
+async fn fit_body(
     target: &Arc<Target>,
     context: &ContextPolicy,
     chat: &ChatRequest,

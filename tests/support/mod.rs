@@ -8,6 +8,8 @@
 )]
 
 pub mod audit;
+pub mod golden;
+pub mod loops;
 pub mod otlp;
 pub mod responses;
 pub mod vertex;

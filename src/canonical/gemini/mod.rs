@@ -7,6 +7,9 @@
 //!   and consecutive same-role turns are merged.
 //! - Gemini function calls usually carry no id: the parsers make ids up (`call_...`), and a
 //!   `functionResponse` without one answers the oldest unanswered call of the same name.
+//! - A function call's `thoughtSignature` rides in its id through the other dialects and is
+//!   put back when the conversation is written for Gemini; a call of the current turn without
+//!   one is sent with the value Google documents for calls Gemini did not make ([`signature`]).
 //! - Tool results: a result that is a JSON object is sent as the `response` object, anything
 //!   else as `{"output": text}` (`{"error": text}` when the tool failed), Gemini's convention.
 //! - Tool schemas go out as `parametersJsonSchema` and JSON schemas for the answer as
@@ -14,7 +17,7 @@
 //!   `parameters`/`responseSchema` reject keywords such as `additionalProperties`.
 //! - Unmodelled `generationConfig` members (topK, seed, thinkingConfig, ...) are kept as an
 //!   extra `generationConfig` object and merged back when writing to Gemini. Non-function tools
-//!   (search, code execution) and thought signatures are not kept.
+//!   (search, code execution) and the signatures of text parts are not kept.
 //! - The REST API accepts camelCase and snake_case field names; the parser does too.
 
 use std::borrow::Cow;
@@ -30,6 +33,7 @@ use super::Dialect;
 
 mod error;
 mod response;
+pub mod signature;
 mod stream;
 mod write;
 
@@ -90,6 +94,8 @@ pub(super) struct WirePart<'a> {
     pub(super) text: Option<Cow<'a, str>>,
     #[serde(default)]
     pub(super) thought: Option<bool>,
+    #[serde(default, borrow, alias = "thought_signature")]
+    pub(super) thought_signature: Option<Cow<'a, str>>,
     #[serde(default, borrow, alias = "inline_data")]
     inline_data: Option<WireBlob<'a>>,
     #[serde(default, borrow, alias = "file_data")]
@@ -144,8 +150,11 @@ struct Pending {
 }
 
 impl Pending {
-    fn call_id(&mut self, id: Option<Cow<'_, str>>, name: &str) -> String {
-        let id = id.map_or_else(|| format!("call_{}", self.made), Cow::into_owned);
+    fn call_id(&mut self, id: Option<Cow<'_, str>>, name: &str, signed: Option<&str>) -> String {
+        let mut id = id.map_or_else(|| format!("call_{}", self.made), Cow::into_owned);
+        if let Some(signature) = signed {
+            signature::embed(&mut id, signature);
+        }
         self.made += 1;
         self.calls.push((name.to_owned(), id.clone()));
         id
@@ -173,7 +182,8 @@ fn parse_contents(raw: &RawValue) -> Result<Vec<Message>, TranslateError> {
         let mut tool_calls = Vec::new();
         for part in content.parts {
             if let Some(call) = part.function_call {
-                let id = pending.call_id(call.id, &call.name);
+                let signed = part.thought_signature.as_deref();
+                let id = pending.call_id(call.id, &call.name, signed);
                 tool_calls.push(ToolCall {
                     id,
                     name: call.name.into_owned(),
@@ -211,7 +221,13 @@ fn parse_contents(raw: &RawValue) -> Result<Vec<Message>, TranslateError> {
 fn content_part(part: WirePart<'_>) -> Option<Part> {
     if let Some(text) = part.text {
         if part.thought == Some(true) {
-            let raw = RawJson::from_value(&serde_json::json!({"text": text, "thought": true}));
+            let mut thought = serde_json::json!({"text": text, "thought": true});
+            if let (Some(signature), Some(object)) =
+                (part.thought_signature, thought.as_object_mut())
+            {
+                object.insert("thoughtSignature".into(), signature.into_owned().into());
+            }
+            let raw = RawJson::from_value(&thought);
             return Some(Part::Other {
                 dialect: Dialect::Gemini,
                 raw,

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::error::WireError;
+use super::signature;
 use super::write::{OutContent, OutFunctionCall, OutPart};
 use super::{WireContent, WireFunctionCall};
 use crate::canonical::error::TranslateError;
@@ -122,11 +123,22 @@ impl CallIds {
         CallIds { stem }
     }
 
-    pub(super) fn call(&self, call: WireFunctionCall<'_>, n: u32) -> ToolCall {
+    /// The call numbered `n` of an answer, its `thoughtSignature` (when it has one) carried in
+    /// its id.
+    pub(super) fn call(
+        &self,
+        call: WireFunctionCall<'_>,
+        n: u32,
+        signed: Option<&str>,
+    ) -> ToolCall {
+        let mut id = call
+            .id
+            .map_or_else(|| format!("{}_{n}", self.stem), Cow::into_owned);
+        if let Some(signature) = signed {
+            signature::embed(&mut id, signature);
+        }
         ToolCall {
-            id: call
-                .id
-                .map_or_else(|| format!("{}_{n}", self.stem), Cow::into_owned),
+            id,
             name: call.name.into_owned(),
             arguments: call
                 .args
@@ -148,7 +160,7 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
             if let Some(call) = part.function_call {
                 let n = u32::try_from(tool_calls.len()).unwrap_or(u32::MAX);
-                tool_calls.push(ids.call(call, n));
+                tool_calls.push(ids.call(call, n, part.thought_signature.as_deref()));
             } else if let (Some(t), false) = (part.text, part.thought == Some(true)) {
                 text.push_str(&t);
             }
@@ -209,13 +221,14 @@ impl From<Usage> for OutUsage {
     }
 }
 
-/// A function call part.
+/// A function call part, with the signature its id carries.
 pub(super) fn call_part(call: &ToolCall) -> OutPart<'_> {
     OutPart::FunctionCall {
         function_call: OutFunctionCall {
             name: &call.name,
             args: raw::arguments_object(&call.arguments),
         },
+        thought_signature: signature::split(&call.id).1,
     }
 }
 

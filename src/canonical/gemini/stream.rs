@@ -69,7 +69,9 @@ impl Decoder {
                 if let Some(call) = part.function_call {
                     let index = self.calls;
                     self.calls = self.calls.saturating_add(1);
-                    let call = self.ids.call(call, index);
+                    let call = self
+                        .ids
+                        .call(call, index, part.thought_signature.as_deref());
                     out.push(StreamEvent::ToolCallStart {
                         index,
                         id: call.id,

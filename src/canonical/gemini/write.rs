@@ -6,6 +6,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::json;
 
+use super::signature::{self, Signature, SKIP_VALIDATOR};
 use super::GENERATION_CONFIG;
 use crate::canonical::error::TranslateError;
 use crate::canonical::raw::{self, ExtraFields, Fields};
@@ -57,6 +58,8 @@ pub(super) enum OutPart<'a> {
     FunctionCall {
         #[serde(rename = "functionCall")]
         function_call: OutFunctionCall<'a>,
+        #[serde(rename = "thoughtSignature", skip_serializing_if = "Option::is_none")]
+        thought_signature: Option<Signature<'a>>,
     },
     FunctionResponse {
         #[serde(rename = "functionResponse")]
@@ -219,6 +222,35 @@ fn push<'a>(contents: &mut Vec<OutContent<'a>>, role: &'static str, parts: Vec<O
     }
 }
 
+/// Signs the unsigned steps of the current turn: the turn starts after the last `user` content
+/// with something other than function responses in it (Gemini looks back for it the same
+/// way), and the first function call of each `model` content after it must carry a signature.
+/// One Gemini did not make (another vendor's, or one whose signature was not carried) gets
+/// [`SKIP_VALIDATOR`]: Gemini 3 rejects the request otherwise (older models do not check; the
+/// value is sent to them too, as the model name says nothing reliable: `gemini-flash-latest`).
+fn sign_current_turn(contents: &mut [OutContent<'_>]) {
+    let start = contents
+        .iter()
+        .rposition(|c| {
+            c.role == "user"
+                && c.parts
+                    .iter()
+                    .any(|p| !matches!(p, OutPart::FunctionResponse { .. }))
+        })
+        .map_or(0, |i| i + 1);
+    for content in contents[start..].iter_mut().filter(|c| c.role == "model") {
+        let first_call = content.parts.iter_mut().find_map(|p| match p {
+            OutPart::FunctionCall {
+                thought_signature, ..
+            } => Some(thought_signature),
+            _ => None,
+        });
+        if let Some(signature) = first_call {
+            signature.get_or_insert(Signature::Plain(SKIP_VALIDATOR));
+        }
+    }
+}
+
 /// Writes `req` as a generateContent body (the model goes in the URL, which `provider::gemini` builds).
 pub fn write_request(req: &ChatRequest, _model: &str) -> Result<Vec<u8>, TranslateError> {
     let mut names: HashMap<&str, &str> = HashMap::new();
@@ -244,6 +276,7 @@ pub fn write_request(req: &ChatRequest, _model: &str) -> Result<Vec<u8>, Transla
                             name: &call.name,
                             args: raw::arguments_object(&call.arguments),
                         },
+                        thought_signature: signature::split(&call.id).1,
                     });
                 }
                 push(&mut contents, "model", parts);
@@ -263,6 +296,7 @@ pub fn write_request(req: &ChatRequest, _model: &str) -> Result<Vec<u8>, Transla
             }
         }
     }
+    sign_current_turn(&mut contents);
     let rest = match req
         .extra
         .for_dialect(Dialect::Gemini)

@@ -329,6 +329,34 @@ mod tests {
         assert_eq!(asks.tool_choice, Some(ToolChoice::Auto));
     }
 
+    /// A user message of only another dialect's parts (an Anthropic block after tool results)
+    /// is no turn at all for OpenAI; an empty one the client sent stays.
+    #[test]
+    fn a_user_message_of_only_foreign_parts_is_not_written() {
+        let foreign = Part::Other {
+            dialect: Dialect::Anthropic,
+            raw: RawJson::from_text(r#"{"type":"x_future_block"}"#).unwrap(),
+        };
+        let req = ChatRequest {
+            messages: vec![
+                Message::user("q"),
+                Message::User {
+                    content: vec![foreign],
+                },
+                Message::User {
+                    content: Vec::new(),
+                },
+            ],
+            ..ChatRequest::default()
+        };
+        let out: serde_json::Value =
+            serde_json::from_slice(&write_request(&req, "gpt-4o").unwrap()).unwrap();
+        assert_eq!(
+            out["messages"],
+            serde_json::json!([{"role": "user", "content": "q"}, {"role": "user", "content": ""}])
+        );
+    }
+
     #[test]
     fn rejects_bad_shapes() {
         assert!(parse_request(b"[]").is_err());

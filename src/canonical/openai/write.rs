@@ -211,6 +211,9 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
             Message::User { content } => OutMessage {
                 role: "user",
                 content: match out_content(content) {
+                    // Only parts of another dialect (an Anthropic block after tool results):
+                    // no empty turn for OpenAI.
+                    OutContent::Null if !content.is_empty() => continue,
                     OutContent::Null => OutContent::Text(""),
                     content => content,
                 },

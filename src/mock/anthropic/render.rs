@@ -1,6 +1,8 @@
 //! Anthropic answers: the `message` object and the event stream, as the Messages API sends them.
 
 use axum::body::Bytes;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde_json::{json, Value};
 
 use crate::mock::stream::Script;
@@ -29,6 +31,10 @@ pub(super) struct Answer {
     pub(super) text: String,
     /// Answer with the tool call instead of the text.
     pub(super) tool_call: bool,
+    /// Lead with a signed thinking block (the request turned `thinking` on): the number of
+    /// messages it had, which the block's text and signature name, so a thinking block sent
+    /// back can be told from the one of another turn.
+    pub(super) thinking: Option<usize>,
 }
 
 impl Answer {
@@ -59,17 +65,34 @@ fn tool_use_id(reply: &Reply) -> String {
     format!("toolu_mock_{}", reply.id)
 }
 
+/// The thinking of the turn after `messages` messages, and its signature (base64 that has `+`
+/// and `/` in it, as Anthropic's signatures do).
+pub(super) fn thinking(messages: usize) -> (String, String) {
+    let text = format!("Turn {messages}: the canonical text answers it.");
+    let mut signed = b"\xFB\xEF\xFFthinking:".to_vec();
+    signed.extend_from_slice(messages.to_string().as_bytes());
+    let signature = STANDARD.encode(signed);
+    (text, signature)
+}
+
 /// The non-streamed answer.
 pub(super) fn message(reply: &Reply, answer: &Answer) -> Value {
-    let content = if answer.tool_call {
-        json!([{
+    let main = if answer.tool_call {
+        json!({
             "type": "tool_use",
             "id": tool_use_id(reply),
             "name": TOOL_NAME,
             "input": {"city": "Paris"},
-        }])
+        })
     } else {
-        json!([{"type": "text", "text": answer.text}])
+        json!({"type": "text", "text": answer.text})
+    };
+    let content = match answer.thinking {
+        Some(turn) => {
+            let (text, signature) = thinking(turn);
+            json!([{"type": "thinking", "thinking": text, "signature": signature}, main])
+        }
+        None => json!([main]),
     };
     json!({
         "id": message_id(reply),
@@ -108,33 +131,59 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
             },
         }),
     );
+    // A thinking block, when there is one, is block 0 and the answer's block 1.
+    let index = usize::from(answer.thinking.is_some());
     let (block, content): (Value, Vec<Bytes>) = if answer.tool_call {
         let block =
             json!({"type": "tool_use", "id": tool_use_id(reply), "name": TOOL_NAME, "input": {}});
         let content = TOOL_INPUT_FRAGMENTS
             .iter()
-            .map(|fragment| delta(json!({"type": "input_json_delta", "partial_json": fragment})))
+            .map(|fragment| {
+                delta(
+                    index,
+                    json!({"type": "input_json_delta", "partial_json": fragment}),
+                )
+            })
             .collect();
         (block, content)
     } else {
         let content = chunks(&answer.text)
             .into_iter()
-            .map(|piece| delta(json!({"type": "text_delta", "text": piece})))
+            .map(|piece| delta(index, json!({"type": "text_delta", "text": piece})))
             .collect();
         (json!({"type": "text", "text": ""}), content)
     };
-    let head = vec![
-        start,
+    let mut head = vec![start];
+    if let Some(turn) = answer.thinking {
+        let (text, signature) = thinking(turn);
+        let block = json!({"type": "thinking", "thinking": "", "signature": ""});
+        head.extend([
+            event(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            ),
+            delta(0, json!({"type": "thinking_delta", "thinking": text})),
+            delta(
+                0,
+                json!({"type": "signature_delta", "signature": signature}),
+            ),
+            event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": 0}),
+            ),
+        ]);
+    }
+    head.extend([
         event(
             "content_block_start",
-            &json!({"type": "content_block_start", "index": 0, "content_block": block}),
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
         ),
         event("ping", &json!({"type": "ping"})),
-    ];
+    ]);
     let tail = vec![
         event(
             "content_block_stop",
-            &json!({"type": "content_block_stop", "index": 0}),
+            &json!({"type": "content_block_stop", "index": index}),
         ),
         event(
             "message_delta",
@@ -160,10 +209,10 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
     }
 }
 
-fn delta(delta: Value) -> Bytes {
+fn delta(index: usize, delta: Value) -> Bytes {
     event(
         "content_block_delta",
-        &json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        &json!({"type": "content_block_delta", "index": index, "delta": delta}),
     )
 }
 
@@ -177,6 +226,7 @@ mod tests {
             prompt_tokens: 3,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
+            thinking: None,
         }
     }
 
@@ -212,5 +262,40 @@ mod tests {
         );
         assert!(second.contains(r#""text":" bravo-2.""#), "{second}");
         assert!(script.done.is_none());
+    }
+
+    #[test]
+    fn thinking_leads_signed() {
+        let reply = Reply {
+            id: 1,
+            model: "claude".into(),
+        };
+        let answer = Answer {
+            thinking: Some(3),
+            ..answer(true)
+        };
+        let (text, signature) = thinking(3);
+        assert!(
+            signature.contains('+') && signature.contains('/'),
+            "{signature}"
+        );
+        let whole = message(&reply, &answer);
+        assert_eq!(
+            whole["content"][0],
+            json!({"type": "thinking", "thinking": text, "signature": signature})
+        );
+        assert_eq!(whole["content"][1]["type"], "tool_use");
+        let script = script(&reply, &answer);
+        let head: String = script
+            .head
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert!(
+            head.contains(&format!(r#""signature":"{signature}""#)),
+            "{head}"
+        );
+        let first = String::from_utf8_lossy(&script.content[0]).into_owned();
+        assert!(first.contains(r#""index":1"#), "{first}");
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Answer {
     pub(super) text: String,
     /// Answer with the function call instead of the text.
     pub(super) tool_call: bool,
+    /// Sign the answer as Gemini 3 does: the function call's part, else the last part.
+    pub(super) signed: bool,
 }
 
 impl Answer {
@@ -49,8 +51,22 @@ impl Answer {
     }
 }
 
-fn call_part() -> Value {
-    json!({"functionCall": {"name": TOOL_NAME, "args": {"city": "Paris"}}})
+/// `part` with the answer's `thoughtSignature`, when it is signed.
+fn signed(reply: &Reply, answer: &Answer, mut part: Value) -> Value {
+    if let (true, Some(object)) = (answer.signed, part.as_object_mut()) {
+        let signature = super::signatures::sign(&response_id(reply));
+        object.insert("thoughtSignature".into(), Value::String(signature));
+    }
+    part
+}
+
+fn response_id(reply: &Reply) -> String {
+    format!("mock-{}", reply.id)
+}
+
+fn call_part(reply: &Reply, answer: &Answer) -> Value {
+    let part = json!({"functionCall": {"name": TOOL_NAME, "args": {"city": "Paris"}}});
+    signed(reply, answer, part)
 }
 
 /// One `GenerateContentResponse` with these parts; the last one of an answer carries the
@@ -69,32 +85,43 @@ fn chunk(reply: &Reply, answer: &Answer, parts: Value, last: bool) -> Value {
         "candidates": [candidate],
         "usageMetadata": usage,
         "modelVersion": reply.model,
-        "responseId": format!("mock-{}", reply.id),
+        "responseId": response_id(reply),
     })
 }
 
 /// The non-streamed answer.
 pub(super) fn response(reply: &Reply, answer: &Answer) -> Value {
     let parts = if answer.tool_call {
-        json!([call_part()])
+        json!([call_part(reply, answer)])
     } else {
-        json!([{"text": answer.text}])
+        json!([signed(reply, answer, json!({"text": answer.text}))])
     };
     chunk(reply, answer, parts, true)
 }
 
 /// The chunks of a streamed answer: one per word (or the whole call), then a last one with
-/// the finish reason and usage.
+/// the finish reason and usage (and a text answer's signature, as Gemini sends it: on an empty
+/// text part).
 fn chunks_of(reply: &Reply, answer: &Answer) -> Vec<Value> {
     let mut out: Vec<Value> = if answer.tool_call {
-        vec![chunk(reply, answer, json!([call_part()]), false)]
+        vec![chunk(
+            reply,
+            answer,
+            json!([call_part(reply, answer)]),
+            false,
+        )]
     } else {
         chunks(&answer.text)
             .into_iter()
             .map(|piece| chunk(reply, answer, json!([{"text": piece}]), false))
             .collect()
     };
-    out.push(chunk(reply, answer, json!([{"text": ""}]), true));
+    let last = if answer.tool_call {
+        json!({"text": ""})
+    } else {
+        signed(reply, answer, json!({"text": ""}))
+    };
+    out.push(chunk(reply, answer, json!([last]), true));
     out
 }
 
@@ -145,6 +172,7 @@ mod tests {
             prompt_tokens: 3,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
+            signed: false,
         }
     }
 
@@ -161,6 +189,27 @@ mod tests {
         let call = response(&reply(), &answer(true));
         let part = &call["candidates"][0]["content"]["parts"][0];
         assert_eq!(part["functionCall"]["args"]["city"], "Paris");
+        assert!(part.get("thoughtSignature").is_none());
+        let signed_call = Answer {
+            signed: true,
+            ..answer(true)
+        };
+        let call = response(&reply(), &signed_call);
+        let part = &call["candidates"][0]["content"]["parts"][0];
+        assert_eq!(
+            part["thoughtSignature"],
+            super::super::signatures::sign("mock-2")
+        );
+        let chunks = chunks_of(&reply(), &signed_call);
+        assert!(chunks[0]["candidates"][0]["content"]["parts"][0]["thoughtSignature"].is_string());
+        let signed_text = Answer {
+            signed: true,
+            ..answer(false)
+        };
+        let chunks = chunks_of(&reply(), &signed_text);
+        let last = &chunks.last().unwrap()["candidates"][0]["content"]["parts"][0];
+        assert_eq!(last["text"], "");
+        assert!(last["thoughtSignature"].is_string());
     }
 
     #[test]
