@@ -502,7 +502,7 @@ pub fn relay(
         String::new()
     };
     let current = ctx.route.targets[ctx.target_idx].clone();
-    let closing = Box::pin(ctx.route.closed());
+    let closing = Box::pin(ctx.route.closed_owned());
     let relay = Relay {
         upstream: committed.upstream,
         decoder: committed.decoder,
