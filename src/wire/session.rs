@@ -18,8 +18,9 @@ use serde_json::value::RawValue;
 
 use crate::canonical::Dialect;
 
-/// The request header that names the session.
-pub const HEADER: &str = "x-switchyard-session";
+/// The request header that names the session (a typed name: a `&str` is parsed on every
+/// lookup).
+pub const HEADER: http::HeaderName = http::HeaderName::from_static("x-switchyard-session");
 
 /// Longest key kept as sent; a longer one is kept as its hash.
 const MAX_KEY: usize = 256;

@@ -2,10 +2,10 @@
 //! ids ([`Trace`]), and the `traceparent` the gateway sends upstream for each attempt
 //! ([`TraceParent::header`]).
 
-use http::HeaderValue;
+use http::{HeaderName, HeaderValue};
 
-/// The W3C trace context header.
-pub const TRACEPARENT: &str = "traceparent";
+/// The W3C trace context header (a typed name: a `&str` is parsed on every lookup).
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// A `traceparent` (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
