@@ -2,7 +2,9 @@
 //! controls, the route, the failover loop, the audit record, and the answer written back in
 //! the client's dialect (OpenAI chunks and bodies inside, converted at this edge for others).
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -121,21 +123,26 @@ impl Edge {
             None => None,
         };
         let (failover, timeout) = controls(h)?;
-        let read = read_body(body, state.max_body);
-        let body = match tokio::time::timeout(state.body_timeout, read).await {
-            Ok(body) => body?,
-            Err(_) => {
-                crate::metrics::bump(&state.shared.limits.body_timeout);
-                return Err(ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "invalid_request_error",
-                    "request_timeout",
-                    format!(
+        let mut read = std::pin::pin!(read_body(body, state.max_body));
+        // Most bodies arrived with their head: read them without arming a timer.
+        let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+        let body = match first {
+            Poll::Ready(body) => body?,
+            Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
+                Ok(body) => body?,
+                Err(_) => {
+                    crate::metrics::bump(&state.shared.limits.body_timeout);
+                    return Err(ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "invalid_request_error",
+                        "request_timeout",
+                        format!(
                         "the request body did not arrive within the gateway's body_timeout ({} s)",
                         state.body_timeout.as_secs_f64()
                     ),
-                ));
-            }
+                    ));
+                }
+            },
         };
         Ok(Edge {
             started,
