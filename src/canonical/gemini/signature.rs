@@ -134,7 +134,10 @@ pub fn split(id: &str) -> (&str, Option<Signature<'_>>) {
 pub fn strip(body: &[u8]) -> Option<Vec<u8>> {
     let mut out: Option<Vec<u8>> = None;
     let mut copied = 0;
-    for at in memchr::memmem::find_iter(body, MARKER.as_bytes()) {
+    // Built once: a `Finder` made per call cost more than the search of a small body.
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
+    for at in FINDER.find_iter(body) {
         if at < copied {
             continue;
         }
