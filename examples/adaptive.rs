@@ -242,9 +242,27 @@ async fn main() {
     let (off, on) = ("enabled = false\n", "");
     let runs = [
         ("priority", "strategy = \"priority\"\n", vec![], "", off),
-        ("adaptive", "strategy = \"adaptive\"\n", vec![2, 1, 1], adaptive, off),
-        ("priority, hedging", "strategy = \"priority\"\n", vec![], "", on),
-        ("adaptive, hedging", "strategy = \"adaptive\"\n", vec![2, 1, 1], adaptive, on),
+        (
+            "adaptive",
+            "strategy = \"adaptive\"\n",
+            vec![2, 1, 1],
+            adaptive,
+            off,
+        ),
+        (
+            "priority, hedging",
+            "strategy = \"priority\"\n",
+            vec![],
+            "",
+            on,
+        ),
+        (
+            "adaptive, hedging",
+            "strategy = \"adaptive\"\n",
+            vec![2, 1, 1],
+            adaptive,
+            on,
+        ),
     ];
     let mut series = Vec::new();
     for (label, strategy, weights, table, hedge) in &runs {
