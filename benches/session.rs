@@ -12,7 +12,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use switchyard::canonical::Dialect;
 use switchyard::wire::session::session;
-use switchyard::wire::ChatRequest;
+use switchyard::wire::{ChatRequest, Forms};
 
 /// An agent's request: a long system prompt, then `turns` user/assistant pairs.
 fn agent_body(hint: bool, turns: usize) -> bytes::Bytes {
@@ -38,24 +38,17 @@ fn sessions(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(2));
     let plain = agent_body(false, 40);
     let hinted = agent_body(true, 40);
-    let plain_chat = ChatRequest::parse(plain.clone()).unwrap();
-    let hinted_chat = ChatRequest::parse(hinted.clone()).unwrap();
+    let plain_forms = Forms::openai(ChatRequest::parse(plain.clone()).unwrap());
+    let hinted_forms = Forms::openai(ChatRequest::parse(hinted.clone()).unwrap());
     let header = http::HeaderValue::from_static("task-42");
     group.bench_function("header", |b| {
-        b.iter(|| {
-            session(
-                Some(black_box(&header)),
-                Dialect::OpenAi,
-                &plain,
-                &plain_chat,
-            )
-        })
+        b.iter(|| session(Some(black_box(&header)), Dialect::OpenAi, &plain_forms))
     });
     group.bench_function("client hint", |b| {
-        b.iter(|| session(None, Dialect::OpenAi, black_box(&hinted), &hinted_chat))
+        b.iter(|| session(None, Dialect::OpenAi, black_box(&hinted_forms)))
     });
     group.bench_function("first turns hashed", |b| {
-        b.iter(|| session(None, Dialect::OpenAi, black_box(&plain), &plain_chat))
+        b.iter(|| session(None, Dialect::OpenAi, black_box(&plain_forms)))
     });
     // For scale: what reading the same body for the inner form costs already.
     group.bench_function("ChatRequest::parse (for scale)", |b| {

@@ -170,6 +170,41 @@ async fn whole_answers_and_errors_come_back_as_they_came() {
     );
 }
 
+#[tokio::test]
+async fn a_body_the_gateway_cannot_read_still_reaches_an_anthropic_target_as_it_came() {
+    // A content block shape the canonical model has no reading for (content as a number): the
+    // gateway reads only `model`, `stream` and that `messages` is a list, so the provider
+    // judges the rest, and says what it says; a target of another dialect could not be asked.
+    let m = mocks(2).await;
+    let gw = Gateway::start(&toml(&m)).await;
+    let body = json!({"model": "claude", "max_tokens": 16,
+        "messages": [{"role": "user", "content": 42}], "x_future": {"a": [1]}});
+    let resp = post_messages(&gw, "/v1/messages", &body).await;
+    assert_eq!(resp.status(), 200);
+    let mut expected = body.clone();
+    expected["model"] = json!("claude-sonnet-4-5");
+    assert_eq!(m[0].requests()[0].body, expected);
+    // With the Anthropic target down, the OpenAI one cannot be written for: the path says
+    // why, and the OpenAI target is not called.
+    m[0].set_plan(FaultPlan {
+        status: Some(503),
+        ..Default::default()
+    });
+    let resp = post_messages(&gw, "/v1/messages", &body).await;
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 502);
+    assert!(text.contains("could not be read for translation"), "{text}");
+    assert_eq!(m[1].stats().requests, 0);
+    // What the edge does read is still checked there.
+    for bad in [json!({"model": "claude", "messages": {}}), json!({"messages": []})] {
+        let resp = post_messages(&gw, "/v1/messages", &bad).await;
+        assert_eq!(resp.status(), 400);
+        let err: Value = resp.json().await.unwrap();
+        assert_eq!(err["type"], "error", "Anthropic's envelope: {err}");
+    }
+}
+
 /// An Anthropic upstream that answers every stream with the same events: a signed thinking
 /// block, text, and an event type nobody knows yet; and records the requests it saw.
 async fn scripted_upstream() -> (String, Arc<Mutex<Vec<Value>>>) {

@@ -8,7 +8,6 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use http::HeaderMap;
 use tokio::time::Instant;
 
@@ -16,10 +15,10 @@ use super::audited;
 use super::error::ApiError;
 use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
-use crate::canonical::{self, Dialect};
+use crate::canonical::Dialect;
 use crate::request_id;
-use crate::wire::transcode::Canonical;
-use crate::wire::{ChatRequest, ClientWire};
+use crate::wire::client::Head;
+use crate::wire::{ClientWire, Forms};
 
 /// `POST /v1/messages`.
 pub(super) async fn messages(
@@ -49,22 +48,18 @@ async fn serve(
     started: Instant,
 ) -> Result<Response, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
-    let canon = canonical::anthropic::parse_request(&edge.body)
+    // One shallow read; the canonical and inner forms are made only if a target needs them.
+    let head = Head::anthropic(&edge.body)
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    let inner = canonical::openai::write_request(&canon, &canon.model)
-        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    let mut chat = ChatRequest::parse(Bytes::from(inner))
-        .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
-    // Anthropic streams always report usage.
-    chat.client_wants_usage = true;
     // Anthropic targets get the client's bytes, headers and query as they came.
-    let client =
-        ClientWire::native(Dialect::Anthropic, edge.body.clone(), h, query).unwrap_or_default();
-    let canonical = Canonical::known(canon);
+    let client = ClientWire::native_read(Dialect::Anthropic, edge.body.clone(), &head, h, query);
     let asked = Asked {
         dialect: Dialect::Anthropic,
-        chat,
-        canonical,
+        stream: head.stream,
+        // Anthropic streams always report usage.
+        client_wants_usage: true,
+        forms: Forms::native(Dialect::Anthropic, edge.body.clone()),
+        model: head.model,
         client,
         minted: None,
     };

@@ -53,11 +53,15 @@ impl Recorder {
     ) -> Finished {
         let record = AuditRecord {
             client_key_id,
-            stream: req.chat.stream,
-            request_body: self
-                .audit
-                .bodies()
-                .then(|| String::from_utf8_lossy(req.chat.body()).into_owned()),
+            stream: req.stream,
+            // What the client sent, in its own dialect.
+            request_body: self.audit.bodies().then(|| {
+                let body = match req.forms.client_body() {
+                    Some(body) => &body[..],
+                    None => req.forms.chat().map_or(&[][..], |c| &c.body()[..]),
+                };
+                String::from_utf8_lossy(body).into_owned()
+            }),
             session: req.session.as_ref().map(|s| s.key.clone()),
             trace_id: req.trace_id.clone(),
             ..AuditRecord::new(req.id.clone(), time_ms(&req.id), route.to_owned())

@@ -12,8 +12,7 @@ use super::respond::{refused, respond, with_id, Asked, Edge};
 use super::AppState;
 use crate::canonical::Dialect;
 use crate::request_id;
-use crate::wire::transcode::Canonical;
-use crate::wire::{ChatRequest, ClientWire};
+use crate::wire::{ChatRequest, ClientWire, Forms};
 
 /// `POST /v1/chat/completions`.
 pub(super) async fn chat_completions(
@@ -45,11 +44,12 @@ async fn serve_chat(
     let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;
     let client = ClientWire::openai(h);
-    let canonical = Canonical::default();
     let asked = Asked {
         dialect: Dialect::OpenAi,
-        chat,
-        canonical,
+        model: chat.model.clone(),
+        stream: chat.stream,
+        client_wants_usage: chat.client_wants_usage,
+        forms: Forms::openai(chat),
         client,
         minted: None,
     };

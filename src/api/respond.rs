@@ -22,8 +22,8 @@ use crate::config::parse_duration;
 use crate::routing::dispatch::dispatch;
 use crate::routing::request::{Answer, Request};
 use crate::wire::trace::{TraceParent, TRACEPARENT};
-use crate::wire::transcode::{self, Canonical};
-use crate::wire::{ChatRequest, ClientWire};
+use crate::wire::transcode;
+use crate::wire::{ClientWire, Forms};
 
 fn header_value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
@@ -211,43 +211,48 @@ impl Drop for Abandoned<'_> {
 pub(super) struct Asked {
     /// The client's dialect: the answer is written in it.
     pub dialect: Dialect,
-    /// The request in the inner (OpenAI) shape.
-    pub chat: ChatRequest,
-    /// Its canonical form, for targets of another dialect.
-    pub canonical: Canonical,
+    /// The route the client asked for (`model`).
+    pub model: String,
+    /// The client asked for SSE.
+    pub stream: bool,
+    /// The client wants a stream's final usage (always, in a dialect other than OpenAI).
+    pub client_wants_usage: bool,
+    /// The request's inner and canonical forms (made when a target needs them).
+    pub forms: Forms,
     /// What targets of the client's own dialect get as it came.
     pub client: ClientWire,
     /// A Responses API request: the id the answer goes under, and what the gateway keeps.
     pub minted: Option<super::responses::Minted>,
 }
 
-/// Route, dispatch, audit and answer one request whose body is `chat` (OpenAI shape); an
-/// unknown model is answered (404) and recorded here too.
+/// Route, dispatch, audit and answer one request; an unknown model is answered (404) and
+/// recorded here too.
 pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked) -> Response {
     let Asked {
         dialect,
-        chat,
-        canonical,
+        model,
+        stream,
+        client_wants_usage,
+        forms,
         client,
         mut minted,
     } = asked;
     let started = edge.started;
     let routing = state.routing.load_full();
-    let Some(route) = routing.route(&chat.model) else {
+    let Some(route) = routing.route(&model) else {
         let err = ApiError::new(
             StatusCode::NOT_FOUND,
             "invalid_request_error",
             "model_not_found",
             format!(
-                "the model `{}` does not exist on this gateway; GET /v1/models lists them",
-                chat.model
+                "the model `{model}` does not exist on this gateway; GET /v1/models lists them"
             ),
         );
         audited::refused(
             &state.audit,
             id,
-            &chat.model,
-            chat.stream,
+            &model,
+            stream,
             edge.client_key_id,
             &err,
             started,
@@ -256,14 +261,15 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
     };
     // For the audit record, and where a route keeps conversations on one target.
     let session = (route.selection.affinity || state.audit.enabled())
-        .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &edge.body, &chat));
+        .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &forms));
     let trace = state.telemetry.trace(edge.traceparent);
     let req = Request {
         id: id.to_owned(),
-        chat,
+        stream,
+        client_wants_usage,
         failover: edge.failover,
         timeout: edge.timeout,
-        canonical: Arc::new(canonical),
+        forms: Arc::new(forms),
         client,
         session: session.flatten(),
         // For the audit record: the gateway's trace when it traces the request, else the

@@ -10,25 +10,24 @@ use super::Target;
 use crate::canonical::{self, gemini, Dialect};
 use crate::config::{ContextPolicy, OnOverflow};
 use crate::metrics::bump;
-use crate::wire::transcode::Canonical;
-use crate::wire::{ChatRequest, ClientWire};
+use crate::wire::{ClientWire, Forms};
 
 /// The body for a target of `dialect`, optionally asking it to continue `prefill`.
 pub fn request_body(
     target: &Target,
-    chat: &ChatRequest,
-    canonical: &Canonical,
+    forms: &Forms,
     prefill: Option<&str>,
 ) -> Result<Vec<u8>, AttemptError> {
     let (dialect, model) = (target.dialect, &target.config.model);
+    let unreadable =
+        || AttemptError::untranslatable("the request could not be read for translation");
     if dialect == Dialect::OpenAi {
+        let chat = forms.chat().ok_or_else(unreadable)?;
         let messages = prefill.map(|p| chat.prefill_messages(p));
         return Ok(chat.upstream_body(&target.model_json, messages.as_deref()));
     }
     let untranslatable = |message: String| AttemptError::Untranslatable { message };
-    let req = canonical
-        .get(chat)
-        .ok_or_else(|| untranslatable("the request could not be read for translation".into()))?;
+    let req = forms.canonical().ok_or_else(unreadable)?;
     let owned;
     let req = match prefill {
         Some(p) => {
@@ -73,12 +72,11 @@ pub struct Fitted {
 pub async fn fitted_body(
     target: &Arc<Target>,
     context: &ContextPolicy,
-    chat: &ChatRequest,
-    canonical: &Arc<Canonical>,
+    forms: &Arc<Forms>,
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
-    let mut fitted = fit_body(target, context, chat, canonical, prefill, client).await?;
+    let mut fitted = fit_body(target, context, forms, prefill, client).await?;
     if target.dialect != Dialect::Gemini {
         if let Some(stripped) = gemini::signature::strip(&fitted.body) {
             fitted.body = stripped;
@@ -90,8 +88,7 @@ pub async fn fitted_body(
 async fn fit_body(
     target: &Arc<Target>,
     context: &ContextPolicy,
-    chat: &ChatRequest,
-    canonical: &Arc<Canonical>,
+    forms: &Arc<Forms>,
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
@@ -99,7 +96,7 @@ async fn fit_body(
         // Only the client's own body to a target of its dialect will do: no translation,
         // no trimming (which writes the request anew).
         return match client.filter(|c| target.speaks(c.dialect) && prefill.is_none()) {
-            Some(_) => as_sent(target, chat, canonical, prefill, client),
+            Some(_) => as_sent(target, forms, prefill, client),
             None => Err(AttemptError::Unsupported {
                 message: format!("{} cannot serve this request: {reason}", target.id()),
             }),
@@ -109,26 +106,23 @@ async fn fit_body(
     let window = match target.config.context_window {
         Some(w)
             if trim
-                && chat.body().len() as u64
-                    + prefill.map_or(0, |p| p.len() as u64)
-                    + RESERVE_BOUND
+                && forms.len() as u64 + prefill.map_or(0, |p| p.len() as u64) + RESERVE_BOUND
                     > u64::from(w) =>
         {
             w
         }
-        _ => return as_sent(target, chat, canonical, prefill, client),
+        _ => return as_sent(target, forms, prefill, client),
     };
-    let (t, c, can) = (target.clone(), chat.clone(), canonical.clone());
+    let (t, f) = (target.clone(), forms.clone());
     let owned = prefill.map(str::to_owned);
-    let counted =
-        tokio::task::spawn_blocking(move || fit(&t, window, &c, &can, owned.as_deref())).await;
+    let counted = tokio::task::spawn_blocking(move || fit(&t, window, &f, owned.as_deref())).await;
     match counted {
         Ok(Ok(Some((body, turns_dropped)))) => Ok(Fitted {
             body,
             turns_dropped,
             native: false,
         }),
-        Ok(Ok(None)) => as_sent(target, chat, canonical, prefill, client),
+        Ok(Ok(None)) => as_sent(target, forms, prefill, client),
         Ok(Err(e)) => Err(e),
         // Not expected (the tokenizer's panics are caught where it runs); the attempt fails
         // over rather than the request.
@@ -142,8 +136,7 @@ async fn fit_body(
 /// (not for a prefill), else written for the target.
 fn as_sent(
     target: &Target,
-    chat: &ChatRequest,
-    canonical: &Canonical,
+    forms: &Forms,
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
@@ -165,7 +158,7 @@ fn as_sent(
             native: true,
         },
         None => Fitted {
-            body: request_body(target, chat, canonical, prefill)?,
+            body: request_body(target, forms, prefill)?,
             turns_dropped: 0,
             native: false,
         },
@@ -177,12 +170,11 @@ fn as_sent(
 fn fit(
     target: &Target,
     window: u32,
-    chat: &ChatRequest,
-    canonical: &Canonical,
+    forms: &Forms,
     prefill: Option<&str>,
 ) -> Result<Option<(Vec<u8>, usize)>, AttemptError> {
     let model = &target.config.model;
-    let Some(req) = canonical.get(chat) else {
+    let Some(req) = forms.canonical() else {
         return Ok(None);
     };
     let counter = canonical::context::TokenCounter::for_target(target.dialect, model);

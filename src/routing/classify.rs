@@ -154,6 +154,13 @@ pub fn final_status(
 }
 
 impl AttemptError {
+    /// The request could not be written for a target: why.
+    pub fn untranslatable(message: impl Into<String>) -> AttemptError {
+        AttemptError::Untranslatable {
+            message: message.into(),
+        }
+    }
+
     /// What this makes of the attempt, for logs, metrics and the audit path.
     pub fn outcome(&self) -> AttemptOutcome {
         match self {

@@ -23,8 +23,7 @@ use super::Route;
 use crate::canonical::ErrorClass;
 use crate::wire::sse::encode_data;
 use crate::wire::trace::{fresh_span, Trace};
-use crate::wire::transcode::Canonical;
-use crate::wire::ChatRequest;
+use crate::wire::Forms;
 
 /// How the current upstream relates to what the client has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +46,8 @@ pub struct Diverged(pub String);
 #[derive(Debug)]
 pub struct Continuation {
     pub route: Arc<Route>,
-    pub chat: ChatRequest,
-    /// The request's canonical form, for targets of another dialect.
-    pub canonical: Arc<Canonical>,
+    /// The request's inner and canonical forms.
+    pub forms: Arc<Forms>,
     /// Targets (indices into the route) that have streamed this answer so far.
     pub tried: Vec<usize>,
     /// The request's order of the targets (indices into the route): continuations follow it.
@@ -137,15 +135,8 @@ impl Continuation {
             loop {
                 let partial = prefill.then_some(sent);
                 // In the inner form, whatever the client's dialect: the splicer reads it.
-                let fitted = fitted_body(
-                    target,
-                    &route.config.context,
-                    &self.chat,
-                    &self.canonical,
-                    partial,
-                    None,
-                )
-                .await;
+                let fitted =
+                    fitted_body(target, &route.config.context, &self.forms, partial, None).await;
                 let body = match fitted {
                     Ok(fitted) => fitted.body,
                     Err(e) => {

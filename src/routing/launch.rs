@@ -64,18 +64,17 @@ pub(super) fn launch<'a>(
         let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
         let context = &route.config.context;
         let client = Some(&req.client);
-        let fitted =
-            match fitted_body(target, context, &req.chat, &req.canonical, None, client).await {
-                Ok(fitted) => fitted,
-                Err(e) => {
-                    return Done {
-                        seq,
-                        hedge,
-                        turns_dropped: 0,
-                        result: Err(e),
-                    }
+        let fitted = match fitted_body(target, context, &req.forms, None, client).await {
+            Ok(fitted) => fitted,
+            Err(e) => {
+                return Done {
+                    seq,
+                    hedge,
+                    turns_dropped: 0,
+                    result: Err(e),
                 }
-            };
+            }
+        };
         let turns_dropped = fitted.turns_dropped;
         let forward = Forward::of(&req.client, target, fitted.native).traced(
             req.trace.as_ref(),
@@ -83,13 +82,13 @@ pub(super) fn launch<'a>(
         );
         let dialect = forward.answer_dialect();
         let continues = policy.mid_stream == MidStream::Continue;
-        let result = if req.chat.stream {
+        let result = if req.stream {
             let first_token_deadline =
                 attempt_deadline.min(after(start, policy.first_token_timeout));
             call_stream(
                 target,
                 fitted.body,
-                req.chat.client_wants_usage,
+                req.client_wants_usage,
                 first_token_deadline,
                 forward,
                 continues,
@@ -102,8 +101,7 @@ pub(super) fn launch<'a>(
                 let (tx, report) = tokio::sync::oneshot::channel();
                 let continuation = continues.then(|| Continuation {
                     route: route.clone(),
-                    chat: req.chat.clone(),
-                    canonical: req.canonical.clone(),
+                    forms: req.forms.clone(),
                     tried: vec![idx],
                     order,
                     trace: req.trace,

@@ -12,8 +12,7 @@ use super::attempt::{call_full, Forward};
 use super::body::request_body;
 use super::health::Verdict;
 use super::{Routing, Target};
-use crate::wire::transcode::Canonical;
-use crate::wire::ChatRequest;
+use crate::wire::{ChatRequest, Forms};
 
 /// How often the prober looks for due probes.
 const TICK: Duration = Duration::from_millis(100);
@@ -26,7 +25,7 @@ fn probe_body(target: &Target) -> Option<Vec<u8>> {
         "max_tokens": 1,
     });
     let chat = ChatRequest::parse(bytes::Bytes::from(openai.to_string())).ok()?;
-    request_body(target, &chat, &Canonical::default(), None).ok()
+    request_body(target, &Forms::openai(chat), None).ok()
 }
 
 /// Probe one target and report the result to its breaker.

@@ -13,20 +13,24 @@ use super::path::{Attempt, AttemptOutcome};
 use super::relay::StreamReport;
 use super::{Route, Target};
 use crate::canonical::Dialect;
-use crate::wire::transcode::Canonical;
-use crate::wire::{ChatRequest, ClientWire, Usage};
+use crate::wire::{ClientWire, Forms, Usage};
 
 /// A client request on its way through a route.
 #[derive(Debug)]
 pub struct Request {
     pub id: String,
-    pub chat: ChatRequest,
+    /// The client asked for SSE.
+    pub stream: bool,
+    /// The client wants the final usage of a stream (an OpenAI client that asked for it; every
+    /// other dialect reports it always).
+    pub client_wants_usage: bool,
     /// `x-switchyard-failover: off` makes exactly one attempt on the first target.
     pub failover: bool,
     /// `x-switchyard-timeout`: shortens the route's `request_timeout`.
     pub timeout: Option<Duration>,
-    /// The canonical form, for targets of another dialect (made on first use).
-    pub canonical: Arc<Canonical>,
+    /// The inner and canonical forms, for targets of another dialect than the client's,
+    /// trimming and continuation (made on first use).
+    pub forms: Arc<Forms>,
     /// What targets of the client's own dialect get as the client sent it.
     pub client: ClientWire,
     /// The conversation it belongs to (with the audit log on, or where the route keeps

@@ -82,6 +82,69 @@ struct ModelOnly<'a> {
     model: Option<&'a RawValue>,
 }
 
+/// What the edge reads of the body of a client of another dialect than the inner one, in one
+/// shallow pass: the rest goes on as it came, and is read into other forms only if a target
+/// needs them ([`super::Forms`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The route asked for.
+    pub model: String,
+    /// Whether the client asked for SSE.
+    pub stream: bool,
+    /// Where `model` is in the body (its JSON string), for the splice.
+    model_range: Range<usize>,
+}
+
+/// Why a body was refused at the edge.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadError {
+    #[error("request body is not valid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("`model` is required and must be a string")]
+    Model,
+    #[error("`{0}` must be an array")]
+    NotArray(&'static str),
+}
+
+#[derive(Deserialize)]
+struct RawHead<'a> {
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    stream: Option<bool>,
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
+}
+
+impl Head {
+    /// Read an Anthropic Messages body: `model` (a string), `stream`, and `messages` (which
+    /// must be an array; its contents are the provider's to judge, or the translation's).
+    pub fn anthropic(body: &[u8]) -> Result<Head, HeadError> {
+        let raw: RawHead<'_> = serde_json::from_slice(body).map_err(HeadError::Json)?;
+        if !raw.messages.is_some_and(|m| m.get().starts_with('[')) {
+            return Err(HeadError::NotArray("messages"));
+        }
+        Head::of(body, raw.model, raw.stream)
+    }
+
+    /// A head from what a dialect's own shallow read found: `model` must be a JSON string.
+    pub fn of(
+        body: &[u8],
+        model: Option<&RawValue>,
+        stream: Option<bool>,
+    ) -> Result<Head, HeadError> {
+        let raw = model
+            .filter(|m| m.get().starts_with('"'))
+            .ok_or(HeadError::Model)?;
+        let model: String = serde_json::from_str(raw.get()).map_err(|_| HeadError::Model)?;
+        let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+        Ok(Head {
+            model,
+            stream: stream.unwrap_or(false),
+            model_range: start..start + raw.get().len(),
+        })
+    }
+}
+
 impl ClientWire {
     /// An OpenAI client's: its body is the inner form already; `openai-beta` goes on.
     pub fn openai(headers: &HeaderMap) -> ClientWire {
@@ -112,6 +175,25 @@ impl ClientWire {
             elsewhere: None,
             native_only: None,
         })
+    }
+
+    /// A client of `dialect` (not OpenAI) whose `body`, read at the edge as `head`, targets of
+    /// that dialect get as it came.
+    pub fn native_read(
+        dialect: Dialect,
+        body: Bytes,
+        head: &Head,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> ClientWire {
+        ClientWire {
+            dialect,
+            native: Some((body, head.model_range.clone())),
+            headers: Self::take_headers(dialect, headers),
+            query: query.filter(|q| !q.is_empty()).map(str::to_owned),
+            elsewhere: None,
+            native_only: None,
+        }
     }
 
     /// The client's body is for targets of `provider` only; the others get `body` (which must
@@ -210,5 +292,42 @@ mod tests {
         assert!(
             ClientWire::native(Dialect::Anthropic, Bytes::from_static(b"{}"), &h, None).is_none()
         );
+    }
+
+    #[test]
+    fn an_anthropic_head_is_read_in_one_pass_and_the_same_splice_follows() {
+        let body = Bytes::from_static(
+            br#"{"messages":[{"role":"user","content":"hi"}],"stream":true,"model":"fast","max_tokens":9}"#,
+        );
+        let head = Head::anthropic(&body).unwrap();
+        assert_eq!((head.model.as_str(), head.stream), ("fast", true));
+        let wire = ClientWire::native_read(
+            Dialect::Anthropic,
+            body.clone(),
+            &head,
+            &HeaderMap::new(),
+            None,
+        );
+        let out = wire
+            .native_body(Dialect::Anthropic, "p", "\"claude\"")
+            .unwrap();
+        assert_eq!(
+            out,
+            br#"{"messages":[{"role":"user","content":"hi"}],"stream":true,"model":"claude","max_tokens":9}"#
+        );
+        for bad in [
+            &b"not json"[..],
+            br#"{"messages":[]}"#,
+            br#"{"model":7,"messages":[]}"#,
+            br#"{"model":"m","messages":{}}"#,
+            br#"{"model":"m"}"#,
+            br#"{"model":"m","messages":[],"stream":"yes"}"#,
+        ] {
+            assert!(
+                Head::anthropic(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 }

@@ -11,6 +11,7 @@
 pub mod chat;
 pub mod chunks;
 pub mod client;
+pub mod forms;
 pub mod session;
 pub mod sse;
 pub mod trace;
@@ -19,3 +20,4 @@ pub mod transcode;
 pub use chat::ChatRequest;
 pub use chunks::Usage;
 pub use client::ClientWire;
+pub use forms::Forms;

@@ -107,14 +107,25 @@ impl Session {
     }
 }
 
+/// What a non-OpenAI client's body says of its session: its own hint, and its first turns.
 #[derive(Deserialize)]
-struct Hints<'a> {
+struct Native<'a> {
     #[serde(borrow)]
     prompt_cache_key: Option<Cow<'a, str>>,
     #[serde(borrow)]
     user: Option<Cow<'a, str>>,
     #[serde(borrow)]
     metadata: Option<Metadata<'a>>,
+    /// Anthropic's system prompt, and its messages.
+    #[serde(borrow)]
+    system: Option<&'a RawValue>,
+    #[serde(borrow)]
+    messages: Option<&'a RawValue>,
+    /// The Responses API's system prompt, and its input (a string or items).
+    #[serde(borrow)]
+    instructions: Option<&'a RawValue>,
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -123,14 +134,14 @@ struct Metadata<'a> {
     user_id: Option<Cow<'a, str>>,
 }
 
-/// The session of a request: `header` is its `x-switchyard-session`, `body` what the client
-/// sent in `dialect`, `chat` its inner (OpenAI) form. An OpenAI client's hint was read with
-/// the rest of its body (`ChatRequest::hint_json`); another dialect's body is read for it here.
+/// The session of a request: `header` is its `x-switchyard-session`, `forms` what the client
+/// sent in `dialect`. An OpenAI client's hint was read with the rest of its body
+/// (`ChatRequest::hint_json`); another dialect's body is read here, once, for its hint and its
+/// first turns (its inner form is not made for this).
 pub fn session(
     header: Option<&HeaderValue>,
     dialect: Dialect,
-    body: &[u8],
-    chat: &crate::wire::ChatRequest,
+    forms: &crate::wire::Forms,
 ) -> Option<Session> {
     if let Some(s) = header
         .and_then(|v| v.to_str().ok())
@@ -139,27 +150,46 @@ pub fn session(
         return Some(s);
     }
     // Fields of another type than expected are not hints: the request is read as it is.
-    let hint: Option<Cow<'_, str>> = match dialect {
-        Dialect::OpenAi => chat
-            .hint_json()
-            .and_then(|raw| serde_json::from_slice::<Cow<'_, str>>(raw).ok()),
-        Dialect::Anthropic | Dialect::Responses => serde_json::from_slice::<Hints<'_>>(body)
-            .ok()
-            .and_then(|h| match dialect {
-                Dialect::Anthropic => h.metadata.and_then(|m| m.user_id),
-                _ => h.prompt_cache_key.or(h.user),
-            }),
-        Dialect::Gemini => None,
+    let Some(body) = forms.client_body() else {
+        let chat = forms.chat()?;
+        let hint =
+            (chat.hint_json()).and_then(|raw| serde_json::from_slice::<Cow<'_, str>>(raw).ok());
+        if let Some(s) = hint.and_then(|k| Session::of(&k, Source::Client)) {
+            return Some(s);
+        }
+        let (system, user) = first_turns(chat.messages_json());
+        return prompt_session(system, user);
+    };
+    let native: Native<'_> = serde_json::from_slice(body).ok()?;
+    let hint = match dialect {
+        Dialect::Anthropic => native.metadata.and_then(|m| m.user_id),
+        _ => native.prompt_cache_key.or(native.user),
     };
     if let Some(s) = hint.and_then(|k| Session::of(&k, Source::Client)) {
         return Some(s);
     }
-    prompt_session(chat.messages_json())
+    let (system, user) = match dialect {
+        Dialect::Anthropic => {
+            let (_, user) = native
+                .messages
+                .map_or((None, None), |m| first_turns(m.get().as_bytes()));
+            (native.system, user)
+        }
+        _ => match native.input {
+            Some(input) if input.get().starts_with('"') => (native.instructions, Some(input)),
+            Some(input) => {
+                let (system, user) = first_turns(input.get().as_bytes());
+                (native.instructions.or(system), user)
+            }
+            None => (native.instructions, None),
+        },
+    };
+    prompt_session(system, user)
 }
 
-/// The session of a conversation without a key: the hash of its first turns.
-fn prompt_session(messages: &[u8]) -> Option<Session> {
-    let (system, user) = first_turns(messages);
+/// The session of a conversation without a key: the hash of its first turns (the system
+/// prompt, if any, and the first user message, each as the client wrote it).
+fn prompt_session(system: Option<&RawValue>, user: Option<&RawValue>) -> Option<Session> {
     let user = user?;
     let mut h = HASH_START;
     if let Some(system) = system {
@@ -184,7 +214,8 @@ struct Turn<'a> {
 }
 
 /// The contents of the first system (or developer) message and of the first user message of
-/// an OpenAI `messages` array, each message read once, none after the first user message.
+/// an array of messages (OpenAI `messages`, Anthropic `messages`, Responses `input` items),
+/// each message read once, none after the first user message.
 fn first_turns(messages: &[u8]) -> (Option<&RawValue>, Option<&RawValue>) {
     struct Walk<'a, 'o> {
         out: &'o mut (Option<&'a RawValue>, Option<&'a RawValue>),
@@ -228,27 +259,22 @@ mod tests {
     /// `hash(HASH_START, b"conversation-42")`, as every build must compute it.
     const PINNED: u64 = 13_263_976_731_214_449_095;
 
-    /// The session of a request of `dialect` with this `body`, whose inner form has these
-    /// `messages` (and, for OpenAI, is the body itself).
+    /// The session of a request of `dialect` with this `body`; an OpenAI one's `messages` are
+    /// these (another dialect's are in its body).
     fn of(dialect: Dialect, body: &str, messages: &str) -> Option<Session> {
-        session(
-            None,
-            dialect,
-            body.as_bytes(),
-            &chat(dialect, body, messages),
-        )
+        session(None, dialect, &forms(dialect, body, messages))
     }
 
-    fn chat(dialect: Dialect, body: &str, messages: &str) -> crate::wire::ChatRequest {
-        let inner = if dialect == Dialect::OpenAi && body != "{}" {
-            let mut v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-            v["model"] = "m".into();
-            v["messages"] = serde_json::from_str(messages).unwrap_or_default();
-            v.to_string()
-        } else {
-            format!(r#"{{"model":"m","messages":{messages}}}"#)
-        };
-        crate::wire::ChatRequest::parse(bytes::Bytes::from(inner)).unwrap_or_else(|e| panic!("{e}"))
+    fn forms(dialect: Dialect, body: &str, messages: &str) -> crate::wire::Forms {
+        if dialect != Dialect::OpenAi {
+            return crate::wire::Forms::native(dialect, bytes::Bytes::from(body.to_owned()));
+        }
+        let mut v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        v["model"] = "m".into();
+        v["messages"] = serde_json::from_str(messages).unwrap_or_default();
+        let chat = crate::wire::ChatRequest::parse(bytes::Bytes::from(v.to_string()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::wire::Forms::openai(chat)
     }
 
     #[test]
@@ -259,8 +285,7 @@ mod tests {
         let s = session(
             Some(&h),
             Dialect::OpenAi,
-            body.as_bytes(),
-            &chat(Dialect::OpenAi, body, msgs),
+            &forms(Dialect::OpenAi, body, msgs),
         );
         assert_eq!(
             s.map(|s| (s.key, s.source)),
@@ -310,6 +335,36 @@ mod tests {
     }
 
     #[test]
+    fn an_anthropic_or_responses_conversation_is_hashed_from_its_own_body() {
+        let system = "You are terse.";
+        let openai =
+            json!([{"role": "system", "content": system}, {"role": "user", "content": "Fix it"}]);
+        let anthropic = |later: serde_json::Value| {
+            let mut messages = vec![json!({"role": "user", "content": "Fix it"})];
+            messages.extend(later.as_array().cloned().unwrap_or_default());
+            json!({"model": "m", "system": system, "messages": messages}).to_string()
+        };
+        let a = of(Dialect::Anthropic, &anthropic(json!([])), "").map(|s| s.hash);
+        let later = json!([{"role": "assistant", "content": "Done"}, {"role": "user", "content": "Thanks"}]);
+        let b = of(Dialect::Anthropic, &anthropic(later), "").map(|s| s.hash);
+        // The same first turns hash alike in every dialect when they are written alike.
+        let o = of(Dialect::OpenAi, "{}", &openai.to_string()).map(|s| s.hash);
+        assert!(a.is_some());
+        assert_eq!(a, b);
+        assert_eq!(a, o);
+        let r = json!({"model": "m", "instructions": system, "input": "Fix it"}).to_string();
+        assert_eq!(of(Dialect::Responses, &r, "").map(|s| s.hash), o);
+        let items = json!({"model": "m", "instructions": system,
+            "input": [{"type": "message", "role": "user", "content": "Fix it"}]});
+        assert_eq!(
+            of(Dialect::Responses, &items.to_string(), "").map(|s| s.hash),
+            o
+        );
+        let other = json!({"model": "m", "input": "Write docs"}).to_string();
+        assert_ne!(of(Dialect::Responses, &other, "").map(|s| s.hash), o);
+    }
+
+    #[test]
     fn the_hash_is_pinned_and_long_prompts_are_read_by_head_and_tail() {
         // Replicas, and a gateway after an upgrade, must put a session where it was.
         assert_eq!(hash(HASH_START, b"conversation-42"), PINNED);
@@ -333,8 +388,7 @@ mod tests {
         let s = session(
             h.as_ref(),
             Dialect::OpenAi,
-            b"{}",
-            &chat(Dialect::OpenAi, "{}", msgs),
+            &forms(Dialect::OpenAi, "{}", msgs),
         );
         let key = s.map(|s| s.key).unwrap_or_default();
         assert!(key.starts_with("header:") && key.len() < 40, "{key}");

@@ -1,15 +1,12 @@
 //! Transcoding between the inner form and the other dialects. A target that speaks the OpenAI
 //! dialect (OpenAI, Azure, compatible servers) gets the client's bytes; an Anthropic or Gemini
-//! target gets the request written in its own dialect from the canonical model ([`Canonical`]),
+//! target gets the request written in its own dialect from the canonical model ([`super::Forms`]),
 //! and its answer, whole or streamed, comes back as OpenAI bodies and chunks, so the failover
 //! loop, the relay and continuation work the same for every target.
-
-use std::sync::OnceLock;
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
-use super::chat::ChatRequest;
 use super::chunks::Usage;
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
@@ -29,26 +26,6 @@ pub fn dialect_of(kind: ProviderKind, model: &str) -> Dialect {
             crate::provider::vertex::Publisher::Anthropic => Dialect::Anthropic,
             crate::provider::vertex::Publisher::Google => Dialect::Gemini,
         },
-    }
-}
-
-/// The canonical form of a request, made once and only if a target needs it.
-#[derive(Debug, Default)]
-pub struct Canonical(OnceLock<Option<canonical::ChatRequest>>);
-
-impl Canonical {
-    /// Already known (the edge parsed a non-OpenAI body).
-    pub fn known(req: canonical::ChatRequest) -> Self {
-        let cell = OnceLock::new();
-        let _ = cell.set(Some(req));
-        Canonical(cell)
-    }
-
-    /// The canonical request, parsed from the OpenAI body on first use.
-    pub fn get(&self, chat: &ChatRequest) -> Option<&canonical::ChatRequest> {
-        self.0
-            .get_or_init(|| canonical::openai::parse_request(chat.body()).ok())
-            .as_ref()
     }
 }
 

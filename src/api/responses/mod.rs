@@ -40,8 +40,9 @@ use crate::config::BuiltinTools;
 use crate::request_id;
 use crate::response_store::{ResponseStore, StoredResponse};
 use crate::routing::Target;
-use crate::wire::transcode::{self, Canonical};
-use crate::wire::{ChatRequest, ClientWire};
+use crate::wire::client::Head as ClientHead;
+use crate::wire::transcode;
+use crate::wire::{ClientWire, Forms};
 
 /// What the gateway keeps of one response, once it is complete.
 pub(super) struct Keep {
@@ -149,6 +150,9 @@ impl Minted {
 /// What the gateway reads of a request before routing it.
 #[derive(Deserialize)]
 struct Head<'a> {
+    #[serde(borrow)]
+    model: Option<&'a serde_json::value::RawValue>,
+    stream: Option<bool>,
     #[serde(default)]
     store: Option<bool>,
     #[serde(default, borrow)]
@@ -279,27 +283,30 @@ async fn serve(
         Some(_) => Bytes::from(expanded.body),
         None => edge.body.clone(),
     };
-    let canon = canonical::responses::parse_request(&body).map_err(invalid)?;
+    // The client's own head; a body the gateway expanded is read again for its `model`.
+    let read = match &previous {
+        Some(_) => serde_json::from_slice::<Head<'_>>(&body)
+            .map_err(invalid)
+            .and_then(|h| ClientHead::of(&body, h.model, h.stream).map_err(invalid))?,
+        None => ClientHead::of(&edge.body, head.model, head.stream).map_err(invalid)?,
+    };
     // Built-in tools the request only offers keep it off translated targets unless its route
     // lets those targets serve it without them.
     let needs = canonical::responses::native_needs(&body);
     let drops_offered = state
         .routing
         .load()
-        .route(&canon.model)
+        .route(&read.model)
         .is_some_and(|r| r.config.failover.builtin_tools == BuiltinTools::Drop);
     let offered = needs.offers.filter(|_| !drops_offered);
     native_only = native_only.or_else(|| needs.uses.or(offered).map(str::to_owned));
-    let inner = canonical::openai::write_request(&canon, &canon.model).map_err(invalid)?;
-    let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(invalid)?;
-    // Responses streams always report usage.
-    chat.client_wants_usage = true;
     // Reasoning the client sends back goes as it came only to the provider that made it.
     let sealed_elsewhere = match (&previous, &head.previous_response_id) {
         (None, None) => reasoning_elsewhere(&state.reasoning, &body).map_err(invalid)?,
         _ => None,
     };
-    let mut client = ClientWire::native(Dialect::Responses, body, h, None).unwrap_or_default();
+    let forms = Forms::native(Dialect::Responses, body.clone());
+    let mut client = ClientWire::native_read(Dialect::Responses, body, &read, h, None);
     if let (Some(prev), Some(elsewhere)) = (&previous, expanded.elsewhere) {
         client = client.elsewhere(&prev.provider, Bytes::from(elsewhere));
     } else if let Some((maker, elsewhere)) = sealed_elsewhere {
@@ -313,7 +320,7 @@ async fn serve(
             id: minted_id.clone(),
             client_key_id: edge.client_key_id.clone(),
             created_ms: crate::clock::wall_ms_i64(),
-            route: chat.model.clone(),
+            route: read.model.clone(),
             provider: String::new(),
             previous_id: previous.as_ref().map(|p| p.id.clone()),
             input: expanded.input,
@@ -330,11 +337,13 @@ async fn serve(
         keep,
         provenance: wants_sealed.then(|| state.reasoning.clone()),
     };
-    let canonical = Canonical::known(canon);
     let asked = Asked {
         dialect: Dialect::Responses,
-        chat,
-        canonical,
+        stream: read.stream,
+        // Responses streams always report usage.
+        client_wants_usage: true,
+        forms,
+        model: read.model,
         client,
         minted: Some(minted),
     };

@@ -203,7 +203,7 @@ impl<'a> Race<'a> {
                 &policy.hedge,
                 &policy.failover,
                 self.target(pos),
-                self.req.chat.stream,
+                self.req.stream,
                 now,
             );
             let at = after(now, d);
@@ -303,9 +303,7 @@ impl<'a> Race<'a> {
                 target.budget.refund(r.start);
             }
             if outcome == AttemptOutcome::HedgeLost {
-                target
-                    .health
-                    .outpaced(r.start.elapsed(), self.req.chat.stream);
+                target.health.outpaced(r.start.elapsed(), self.req.stream);
             }
             let attempt = self.attempt(target, r.start, outcome, None, r.picked, r.seq);
             self.path.push(attempt);

@@ -1,0 +1,146 @@
+//! A client request in the forms the gateway may need of it, each made once and only when a
+//! target needs it.
+//!
+//! An OpenAI client's body is the inner form already ([`ChatRequest`], read shallowly at the
+//! edge); its canonical form is read from it on first use. Another client's body (Anthropic
+//! Messages, the Responses API) goes as it came to a target of its own dialect
+//! ([`super::ClientWire`]), so the edge reads only the few fields it needs of it; the canonical
+//! form (for a target of another dialect, trimming, continuation) is read from that body on
+//! first use, and the inner form is written from the canonical one on first use after that.
+//! A same-dialect request that fits and never fails over makes neither.
+//!
+//! A body that cannot be read into the canonical form (valid JSON of the wrong shape) is then
+//! [`None`]: the attempt that needed it fails as untranslatable, while a target of the client's
+//! own dialect still gets the body as it came (its provider answers for it).
+
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use super::chat::ChatRequest;
+use crate::canonical::{self, Dialect};
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Forms {
+    /// The inner (OpenAI) form.
+    chat: OnceLock<Option<ChatRequest>>,
+    /// The canonical form.
+    canonical: OnceLock<Option<canonical::ChatRequest>>,
+    /// A client body of another dialect than the inner one, which the canonical form is read
+    /// from.
+    source: Option<(Dialect, Bytes)>,
+}
+
+impl Forms {
+    /// An OpenAI client's request, already read.
+    pub fn openai(chat: ChatRequest) -> Forms {
+        Forms {
+            chat: OnceLock::from(Some(chat)),
+            canonical: OnceLock::new(),
+            source: None,
+        }
+    }
+
+    /// The body of a client of `dialect` (not OpenAI), read only when a form is asked for.
+    pub fn native(dialect: Dialect, body: Bytes) -> Forms {
+        Forms {
+            chat: OnceLock::new(),
+            canonical: OnceLock::new(),
+            source: Some((dialect, body)),
+        }
+    }
+
+    /// The canonical form, made on first use; `None` when the body cannot be read into it.
+    pub fn canonical(&self) -> Option<&canonical::ChatRequest> {
+        self.canonical
+            .get_or_init(|| match &self.source {
+                Some((dialect, body)) => dialect.parse_request(body).ok(),
+                None => {
+                    let chat = self.chat()?;
+                    canonical::openai::parse_request(chat.body()).ok()
+                }
+            })
+            .as_ref()
+    }
+
+    /// The inner (OpenAI) form, made on first use; `None` when the body cannot be read into
+    /// it. A client of another dialect always gets its stream's usage (its dialect reports
+    /// usage on every stream), so the inner form asks for it.
+    pub fn chat(&self) -> Option<&ChatRequest> {
+        self.chat
+            .get_or_init(|| {
+                let canon = self.canonical()?;
+                let inner = canonical::openai::write_request(canon, &canon.model).ok()?;
+                let mut chat = ChatRequest::parse(Bytes::from(inner)).ok()?;
+                chat.client_wants_usage = true;
+                Some(chat)
+            })
+            .as_ref()
+    }
+
+    /// The client's body as it came, when it is not the inner form itself.
+    pub fn client_body(&self) -> Option<&Bytes> {
+        self.source.as_ref().map(|(_, body)| body)
+    }
+
+    /// The length of the client's body: what the context window's no-count shortcut reads
+    /// (any dialect's bytes are at least its tokens).
+    pub fn len(&self) -> usize {
+        match (&self.source, self.chat.get()) {
+            (Some((_, body)), _) => body.len(),
+            (None, Some(Some(chat))) => chat.body().len(),
+            (None, _) => 0,
+        }
+    }
+
+    /// Whether the client's body is empty (never, for a request that was read).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_anthropic_body_is_read_only_when_a_form_is_asked_for() {
+        let body = Bytes::from_static(
+            br#"{"model":"claude","max_tokens":8,"system":"be brief","messages":[{"role":"user","content":"hi"}]}"#,
+        );
+        let forms = Forms::native(Dialect::Anthropic, body.clone());
+        assert!(forms.canonical.get().is_none() && forms.chat.get().is_none());
+        assert_eq!(forms.len(), body.len());
+        assert_eq!(forms.client_body(), Some(&body));
+        let chat = forms.chat().unwrap();
+        assert_eq!(chat.model, "claude");
+        assert!(chat.client_wants_usage);
+        let inner: serde_json::Value = serde_json::from_slice(chat.body()).unwrap();
+        assert_eq!(inner["messages"][0]["role"], "system");
+        assert_eq!(forms.canonical().unwrap().model, "claude");
+    }
+
+    #[test]
+    fn a_body_of_the_wrong_shape_has_no_forms() {
+        let forms = Forms::native(
+            Dialect::Anthropic,
+            Bytes::from_static(br#"{"model":"claude","messages":"not a list"}"#),
+        );
+        assert!(forms.canonical().is_none());
+        assert!(forms.chat().is_none());
+    }
+
+    #[test]
+    fn an_openai_request_is_its_own_inner_form() {
+        let chat = ChatRequest::parse(Bytes::from_static(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+        ))
+        .unwrap();
+        let forms = Forms::openai(chat);
+        assert_eq!(forms.chat().unwrap().model, "m");
+        assert!(forms.client_body().is_none());
+        assert_eq!(forms.canonical().unwrap().model, "m");
+    }
+}
