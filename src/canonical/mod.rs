@@ -243,6 +243,9 @@ pub fn with_prefill(req: &ChatRequest, partial_assistant_text: &str) -> ChatRequ
 }
 
 #[cfg(test)]
+mod usage_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -293,12 +293,46 @@ pub enum FinishReason {
 }
 
 /// Token counts of one answer.
+///
+/// `input` counts every prompt token, those read from and written to the provider's prompt
+/// cache included (OpenAI's `prompt_tokens` and Gemini's `promptTokenCount` count them so;
+/// Anthropic's `input_tokens` does not: its reader adds `cache_read_input_tokens` and
+/// `cache_creation_input_tokens`, its writer takes them off again). `cache_read` and
+/// `cache_write` say how many of `input` the cache served and how many it stored; 0 when the
+/// provider did not say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, cached ones included.
     pub input: u64,
     /// Completion tokens.
     pub output: u64,
+    /// Of `input`, the tokens read from the prompt cache (OpenAI `cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Of `input`, the tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI and Gemini report none).
+    #[serde(default)]
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// Input and output tokens, with no cache counts.
+    pub fn new(input: u64, output: u64) -> Self {
+        Usage {
+            input,
+            output,
+            ..Usage::default()
+        }
+    }
+
+    /// Of `input`, the tokens neither read from nor written to the cache: Anthropic's
+    /// `input_tokens`.
+    pub fn uncached_input(&self) -> u64 {
+        self.input
+            .saturating_sub(self.cache_read)
+            .saturating_sub(self.cache_write)
+    }
 }
 
 /// One non-streamed answer (its first choice).

@@ -512,10 +512,7 @@ fn an_encoded_stream_decodes_to_the_same_events() {
         id: "resp_1".into(),
         model: "gpt-5".into(),
     };
-    let usage = StreamEvent::Usage(Usage {
-        input: 12,
-        output: 7,
-    });
+    let usage = StreamEvent::Usage(Usage::new(12, 7));
     let tools = vec![
         start.clone(),
         StreamEvent::TextDelta("Let me ".into()),
