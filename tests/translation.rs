@@ -70,7 +70,7 @@ fn essence(req: &ChatRequest) -> Value {
             .filter_map(|p| match p {
                 Part::Text(t) => Some(Value::String(t.clone())),
                 Part::Image(i) => Some(Value::String(format!("{i:?}"))),
-                Part::Other { .. } => None,
+                Part::Other { .. } | Part::CacheBreakpoint(_) => None,
             })
             .collect()
     };

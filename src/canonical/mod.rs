@@ -28,8 +28,8 @@ mod types;
 
 pub use error::{ErrorClass, TranslateError, UpstreamError};
 pub use types::{
-    text_of, ChatRequest, ChatResponse, Extra, FinishReason, Image, Message, Part, RawJson,
-    ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, ToolResult, Usage,
+    text_of, CacheControl, ChatRequest, ChatResponse, Extra, FinishReason, Image, Message, Part,
+    RawJson, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, ToolResult, Usage,
 };
 
 /// A wire dialect.

@@ -50,6 +50,8 @@ impl PartialEq for RawJson {
     }
 }
 
+impl Eq for RawJson {}
+
 /// Top-level fields a dialect has that the canonical model does not: kept as they came and
 /// written again only to the same dialect (an OpenAI `seed` means nothing to Anthropic).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -85,6 +87,9 @@ pub struct ChatRequest {
     /// System prompts in order. OpenAI `system`/`developer` messages anywhere in the
     /// conversation are gathered here: Anthropic and Gemini only have one top-level place.
     pub system: Vec<String>,
+    /// Prompt-cache breakpoints among the system prompts: `(i, control)` ends a cached prefix
+    /// with `system[i]`.
+    pub system_cache: Vec<(usize, CacheControl)>,
     /// The conversation, oldest first.
     pub messages: Vec<Message>,
     /// Tools the model may call.
@@ -197,7 +202,18 @@ pub enum Part {
         /// The part as it came.
         raw: RawJson,
     },
+    /// A prompt-cache breakpoint after the part before it: the prefix up to there is to be
+    /// cached (Anthropic's `cache_control` on that block; an OpenAI client's on that content
+    /// part or message). Written to Anthropic only: the other dialects cache by prefix
+    /// without markers.
+    CacheBreakpoint(CacheControl),
 }
+
+/// A prompt-cache marker as the client wrote it: Anthropic's `cache_control` object
+/// (`{"type":"ephemeral"}`, with a `ttl` or not), kept whole so what it says reaches the
+/// provider unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheControl(pub RawJson);
 
 /// An image, by reference or inline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +249,8 @@ pub struct ToolResult {
     pub content: String,
     /// The tool failed (Anthropic `is_error`, Gemini `error` key).
     pub is_error: bool,
+    /// A prompt-cache breakpoint on the result (written to Anthropic only).
+    pub cache: Option<CacheControl>,
 }
 
 /// A tool the model may call.
@@ -244,6 +262,9 @@ pub struct Tool {
     pub description: Option<String>,
     /// The JSON schema of its arguments.
     pub parameters: Option<RawJson>,
+    /// A prompt-cache breakpoint on the definition: the tools up to it are cached (written
+    /// to Anthropic only).
+    pub cache: Option<CacheControl>,
 }
 
 /// Whether and which tool the model must call.

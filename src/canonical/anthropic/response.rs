@@ -173,7 +173,7 @@ impl From<Usage> for OutUsage {
 pub fn write_response(resp: &ChatResponse) -> Result<Vec<u8>, TranslateError> {
     let mut content = Vec::with_capacity(1 + resp.tool_calls.len());
     if !resp.text.is_empty() {
-        content.push(OutBlock::Text { text: &resp.text });
+        content.push(OutBlock::text(&resp.text));
     }
     content.extend(resp.tool_calls.iter().map(|call| OutBlock::ToolUse {
         id: &call.id,
