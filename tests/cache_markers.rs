@@ -161,3 +161,45 @@ async fn an_anthropic_clients_markers_are_dropped_for_openai_and_gemini_targets(
         gw.stop().await;
     }
 }
+
+/// A `cache_control` that is not an object is refused in the client's envelope: by the
+/// Anthropic API at once (400), and for an OpenAI client by every target that would need it
+/// translated (here the only one: 502, naming why).
+#[tokio::test]
+async fn a_cache_control_that_is_not_an_object_is_a_clear_error() {
+    let m = mocks(4).await;
+    let gw = Gateway::start(&toml(&m, "ant/claude-sonnet-4-5", NO_VERTEX)).await;
+    let resp = client()
+        .post(gw.url("/v1/messages"))
+        .json(
+            &json!({"model": "chat", "max_tokens": 16, "messages": [{"role": "user",
+            "content": [{"type": "text", "text": "hi", "cache_control": "yes"}]}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["type"], "error", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cache_control` must be an object"),
+        "{body}"
+    );
+
+    let resp = gw
+        .chat(
+            json!({"model": "chat", "messages": [{"role": "user", "content": "hi",
+            "cache_control": ["ephemeral"]}]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 502);
+    let body: Value = resp.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`cache_control` must be an object"),
+        "{body}"
+    );
+    assert!(m[1].requests().is_empty(), "nothing reached Anthropic");
+    gw.stop().await;
+}

@@ -27,8 +27,8 @@ pub fn request_body(
     }
     let untranslatable = |message: String| AttemptError::Untranslatable { message };
     let req = canonical
-        .get(chat)
-        .ok_or_else(|| untranslatable("the request could not be read for translation".into()))?;
+        .read(chat)
+        .map_err(|e| untranslatable(format!("the request could not be read: {e}")))?;
     let owned;
     let req = match prefill {
         Some(p) => {

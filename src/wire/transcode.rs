@@ -32,23 +32,32 @@ pub fn dialect_of(kind: ProviderKind, model: &str) -> Dialect {
     }
 }
 
-/// The canonical form of a request, made once and only if a target needs it.
+/// The canonical form of a request, made once and only if a target needs it; or why the
+/// body could not be read into it (said in the attempt's error).
 #[derive(Debug, Default)]
-pub struct Canonical(OnceLock<Option<canonical::ChatRequest>>);
+pub struct Canonical(OnceLock<Result<canonical::ChatRequest, String>>);
 
 impl Canonical {
     /// Already known (the edge parsed a non-OpenAI body).
     pub fn known(req: canonical::ChatRequest) -> Self {
         let cell = OnceLock::new();
-        let _ = cell.set(Some(req));
+        let _ = cell.set(Ok(req));
         Canonical(cell)
     }
 
     /// The canonical request, parsed from the OpenAI body on first use.
     pub fn get(&self, chat: &ChatRequest) -> Option<&canonical::ChatRequest> {
+        self.read(chat).ok()
+    }
+
+    /// As [`Canonical::get`], or why the body cannot be read.
+    pub fn read(&self, chat: &ChatRequest) -> Result<&canonical::ChatRequest, &str> {
         self.0
-            .get_or_init(|| canonical::openai::parse_request(chat.body()).ok())
+            .get_or_init(|| {
+                canonical::openai::parse_request(chat.body()).map_err(|e| e.to_string())
+            })
             .as_ref()
+            .map_err(String::as_str)
     }
 }
 
