@@ -256,7 +256,9 @@ async fn the_cli_prints_a_table_or_json() {
 
 /// PostgreSQL: versions 2 and 3 of the schema drop the request-id and route indexes of version 1
 /// (every index costs each insert), version 4 hands ids out from a per-connection cache, and a
-/// lookup by id still finds its record, through the time in the id.
+/// lookup by id still finds its record, through the time in the id. The columns of later
+/// versions (session and trace id, 6; cache counts, 7) come back too: the records of the
+/// second round are written into them.
 #[tokio::test]
 async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
     let store = TestStore::postgres().await;
@@ -312,6 +314,12 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
         let found = store.records(q).await;
         assert_eq!(found.len(), 1, "round {round}");
         assert_eq!(&found[0].request_id, want);
+        // The mock reports usage without cache counts: 0, not unknown.
+        assert_eq!(
+            (found[0].cache_read_tokens, found[0].cache_write_tokens),
+            (Some(0), Some(0)),
+            "round {round}"
+        );
         // Make it a version-1 database again: the next start must migrate it.
         admin
             .batch_execute(&format!(
@@ -321,7 +329,8 @@ async fn postgres_lookups_by_id_need_no_index_and_old_schemas_are_migrated() {
                  CREATE INDEX audit_records_request_id ON \"{schema}\".audit_records (request_id); \
                  CREATE INDEX audit_records_route_time ON \"{schema}\".audit_records (route, time_ms); \
                  ALTER SEQUENCE \"{schema}\".audit_records_id_seq CACHE 1; \
-                 ALTER TABLE \"{schema}\".audit_records DROP COLUMN session, DROP COLUMN trace_id; \
+                 ALTER TABLE \"{schema}\".audit_records DROP COLUMN session, DROP COLUMN trace_id, \
+                    DROP COLUMN cache_read_tokens, DROP COLUMN cache_write_tokens; \
                  DELETE FROM \"{schema}\".audit_schema_version WHERE version >= 2"
             ))
             .await

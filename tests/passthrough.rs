@@ -194,10 +194,16 @@ async fn a_body_the_gateway_cannot_read_still_reaches_an_anthropic_target_as_it_
     let status = resp.status();
     let text = resp.text().await.unwrap();
     assert_eq!(status, 502);
-    assert!(text.contains("could not be read for translation"), "{text}");
+    assert!(
+        text.contains("cannot translate: the request could not be read"),
+        "{text}"
+    );
     assert_eq!(m[1].stats().requests, 0);
     // What the edge does read is still checked there.
-    for bad in [json!({"model": "claude", "messages": {}}), json!({"messages": []})] {
+    for bad in [
+        json!({"model": "claude", "messages": {}}),
+        json!({"messages": []}),
+    ] {
         let resp = post_messages(&gw, "/v1/messages", &bad).await;
         assert_eq!(resp.status(), 400);
         let err: Value = resp.json().await.unwrap();

@@ -70,7 +70,7 @@ fn essence(req: &ChatRequest) -> Value {
             .filter_map(|p| match p {
                 Part::Text(t) => Some(Value::String(t.clone())),
                 Part::Image(i) => Some(Value::String(format!("{i:?}"))),
-                Part::Other { .. } => None,
+                Part::Other { .. } | Part::CacheBreakpoint(_) => None,
             })
             .collect()
     };
@@ -139,13 +139,7 @@ fn responses_parse_and_round_trip() {
         assert_eq!(again, resp, "{name}");
     }
     let openai = openai::parse_response(&fixture("openai/response_tool_call.json")).unwrap();
-    assert_eq!(
-        openai.usage,
-        Some(Usage {
-            input: 82,
-            output: 17
-        })
-    );
+    assert_eq!(openai.usage, Some(Usage::new(82, 17)));
     assert_eq!(openai.created, Some(1_741_569_952));
     let gemini = gemini::parse_response(&fixture("gemini/response_function_call.json")).unwrap();
     assert_eq!(gemini.tool_calls[0].id, "call_mJ0KaOWsGtKb1dkP8qHl2A0_0");
@@ -204,10 +198,7 @@ fn anthropic_stream_events() -> Vec<StreamEvent> {
             fragment: " \"San Francisco, CA\"}".into(),
         },
         StreamEvent::Finish(FinishReason::ToolCalls),
-        StreamEvent::Usage(Usage {
-            input: 472,
-            output: 89,
-        }),
+        StreamEvent::Usage(Usage::new(472, 89)),
     ]
 }
 
@@ -243,10 +234,7 @@ fn stream_transcripts_decode_to_canonical_events() {
         events[8..],
         [
             StreamEvent::Finish(FinishReason::ToolCalls),
-            StreamEvent::Usage(Usage {
-                input: 60,
-                output: 15
-            })
+            StreamEvent::Usage(Usage::new(60, 15))
         ]
     );
 
@@ -271,10 +259,7 @@ fn stream_transcripts_decode_to_canonical_events() {
                 fragment: r#"{"location": "London"}"#.into()
             },
             StreamEvent::Finish(FinishReason::ToolCalls),
-            StreamEvent::Usage(Usage {
-                input: 30,
-                output: 20
-            }),
+            StreamEvent::Usage(Usage::new(30, 20)),
         ]
     );
 }

@@ -203,10 +203,7 @@ fn an_anthropic_thinking_stream_decodes_to_its_answer_and_crosses_dialects() {
                 fragment: "\"Paris, France\"}".into(),
             },
             StreamEvent::Finish(FinishReason::ToolCalls),
-            StreamEvent::Usage(Usage {
-                input: 512,
-                output: 146,
-            }),
+            StreamEvent::Usage(Usage::new(512, 146)),
         ],
         "thinking, redacted thinking, unknown blocks and events stay behind"
     );

@@ -146,6 +146,8 @@ pub(super) fn set_usage(rec: &mut AuditRecord, usage: Option<Usage>) {
     if let Some(u) = usage {
         rec.tokens_in = Some(u.prompt_tokens);
         rec.tokens_out = Some(u.completion_tokens);
+        rec.cache_read_tokens = Some(u.cache_read_tokens);
+        rec.cache_write_tokens = Some(u.cache_write_tokens);
     }
 }
 

@@ -140,6 +140,8 @@ pub struct AuditRecord {
     pub target: Option<String>,
     pub latency_ms: f64,
     pub ttft_ms: Option<f64>,
+    /// Prompt tokens, every one: those the provider's prompt cache read or wrote included
+    /// (Anthropic's `input_tokens` leaves them out; the record adds them back).
     pub tokens_in: Option<u64>,
     pub tokens_out: Option<u64>,
     pub turns_dropped: u32,
@@ -155,6 +157,15 @@ pub struct AuditRecord {
     /// The W3C trace id of the client's `traceparent`, when it sent one.
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// Of `tokens_in`, those read from the provider's prompt cache (OpenAI `cached_tokens`,
+    /// Anthropic `cache_read_input_tokens`, Gemini `cachedContentTokenCount`); 0 when the
+    /// provider reported usage but no cache read.
+    #[serde(default)]
+    pub cache_read_tokens: Option<u64>,
+    /// Of `tokens_in`, those written to the provider's prompt cache (Anthropic
+    /// `cache_creation_input_tokens`).
+    #[serde(default)]
+    pub cache_write_tokens: Option<u64>,
 }
 
 impl AuditRecord {
@@ -181,6 +192,8 @@ impl AuditRecord {
             response_body: None,
             session: None,
             trace_id: None,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
         }
     }
 }

@@ -195,6 +195,8 @@ async fn select(
                 response_body: r.try_get(17)?,
                 session: r.try_get(18)?,
                 trace_id: r.try_get(19)?,
+                cache_read_tokens: r.try_get(20)?,
+                cache_write_tokens: r.try_get(21)?,
             }
             .into_record(),
         );

@@ -10,7 +10,7 @@ use super::{AuditAttempt, AuditRecord};
 /// Stored columns, in the order of [`Row`]'s fields (every insert and select uses this order).
 pub(crate) const COLUMNS: &str = "request_id, time_ms, client_key_id, route, stream, status, \
      target, latency_ms, ttft_ms, tokens_in, tokens_out, turns_dropped, hedged, error, attempts, \
-     path, request_body, response_body, session, trace_id";
+     path, request_body, response_body, session, trace_id, cache_read_tokens, cache_write_tokens";
 
 /// The version table, created before any migration runs.
 pub(crate) const VERSION_TABLE: &str =
@@ -61,6 +61,13 @@ pub(crate) const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         3,
         "ALTER TABLE audit_records ADD COLUMN session TEXT;
         ALTER TABLE audit_records ADD COLUMN trace_id TEXT;",
+    ),
+    // How many of `tokens_in` the provider's prompt cache read and wrote. Records written
+    // before have NULL (not known).
+    (
+        4,
+        "ALTER TABLE audit_records ADD COLUMN cache_read_tokens INTEGER;
+        ALTER TABLE audit_records ADD COLUMN cache_write_tokens INTEGER;",
     ),
 ];
 
@@ -117,6 +124,12 @@ pub(crate) const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
         "ALTER TABLE audit_records ADD COLUMN IF NOT EXISTS session TEXT, \
             ADD COLUMN IF NOT EXISTS trace_id TEXT;",
     ),
+    // As SQLite's version 4.
+    (
+        7,
+        "ALTER TABLE audit_records ADD COLUMN IF NOT EXISTS cache_read_tokens BIGINT, \
+            ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT;",
+    ),
 ];
 
 /// One record as stored: plain column values.
@@ -143,6 +156,8 @@ pub(crate) struct Row {
     pub response_body: Option<String>,
     pub session: Option<String>,
     pub trace_id: Option<String>,
+    pub cache_read_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
 }
 
 impl Row {
@@ -159,8 +174,8 @@ impl Row {
             target: self.target,
             latency_ms: self.latency_ms,
             ttft_ms: self.ttft_ms,
-            tokens_in: self.tokens_in.map(|n| u64::try_from(n).unwrap_or(0)),
-            tokens_out: self.tokens_out.map(|n| u64::try_from(n).unwrap_or(0)),
+            tokens_in: self.tokens_in.map(count),
+            tokens_out: self.tokens_out.map(count),
             turns_dropped: u32::try_from(self.turns_dropped).unwrap_or(0),
             hedged: self.hedged,
             error: self.error,
@@ -169,8 +184,15 @@ impl Row {
             response_body: self.response_body,
             session: self.session,
             trace_id: self.trace_id,
+            cache_read_tokens: self.cache_read_tokens.map(count),
+            cache_write_tokens: self.cache_write_tokens.map(count),
         }
     }
+}
+
+/// A stored token count (a negative one, which the gateway never writes, reads as 0).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
 }
 
 /// This schema, for [`crate::db`].

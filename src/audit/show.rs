@@ -60,6 +60,14 @@ fn tokens(r: &AuditRecord) -> String {
     }
 }
 
+/// What the prompt cache did, when it did anything: `cache: 1024 read, 100 written` (both
+/// counts are part of TOKENS' input).
+fn cache(r: &AuditRecord) -> Option<String> {
+    let read = r.cache_read_tokens.unwrap_or(0);
+    let written = r.cache_write_tokens.unwrap_or(0);
+    (read > 0 || written > 0).then(|| format!("cache: {read} read, {written} written"))
+}
+
 /// One session's turns (in order) under a summary: how many turns, which targets served them,
 /// how many failed over or were hedged, turns dropped, and time per turn.
 pub fn session(key: &str, turns: &[AuditRecord]) -> String {
@@ -133,6 +141,9 @@ pub fn table(records: &[AuditRecord]) -> String {
             tokens(r),
             compact_path(&r.path),
         );
+        if let Some(cache) = cache(r) {
+            let _ = write!(out, "  [{cache}]");
+        }
         if r.turns_dropped > 0 {
             let _ = write!(out, "  [{} turns dropped]", r.turns_dropped);
         }
@@ -179,6 +190,32 @@ mod tests {
             "p0/m:skipped_breaker -> p1/m:timeout"
         );
         assert_eq!(compact_path(&[]), "-");
+    }
+
+    #[test]
+    fn a_line_says_what_the_prompt_cache_did_only_when_it_did_something() {
+        let record = |read, written| AuditRecord {
+            status: 200,
+            tokens_in: Some(1200),
+            tokens_out: Some(5),
+            cache_read_tokens: read,
+            cache_write_tokens: written,
+            path: vec![a("anthropic/claude", "ok", Some(200))],
+            ..AuditRecord::new("r".into(), 0, "chat".into())
+        };
+        let out = table(&[
+            record(Some(1024), Some(100)),
+            record(Some(0), Some(0)),
+            record(None, None),
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[1].contains(" 1200/5 ")
+                && lines[1].ends_with("anthropic/claude:ok  [cache: 1024 read, 100 written]"),
+            "{out}"
+        );
+        assert!(lines[2].ends_with("anthropic/claude:ok"), "{out}");
+        assert!(lines[3].ends_with("anthropic/claude:ok"), "{out}");
     }
 
     #[test]

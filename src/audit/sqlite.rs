@@ -17,7 +17,7 @@ use super::{AuditError, AuditRecord};
 /// How long a statement waits for another connection's lock before failing with "busy".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Rows per multi-row `INSERT` (20 parameters each, well under SQLite's limit).
+/// Rows per multi-row `INSERT` (22 parameters each, well under SQLite's limit).
 const ROWS_PER_INSERT: usize = 32;
 
 /// `INSERT` of `n` rows.
@@ -172,6 +172,8 @@ impl SqliteStore {
                     response_body: r.get(17)?,
                     session: r.get(18)?,
                     trace_id: r.get(19)?,
+                    cache_read_tokens: r.get(20)?,
+                    cache_write_tokens: r.get(21)?,
                 })
             })?;
             let mut out = Vec::new();
@@ -238,6 +240,8 @@ mod tests {
             response_body: Some("{}".into()),
             session: Some("task-1".into()),
             trace_id: None,
+            cache_read_tokens: Some(1024),
+            cache_write_tokens: Some(0),
         };
         let store = SqliteStore::open_writer(&path_str)
             .await

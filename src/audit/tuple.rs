@@ -12,7 +12,7 @@ use super::redact::Redactor;
 use super::{AuditAttempt, AuditError, AuditRecord};
 
 /// Fields per tuple: the columns of `schema::COLUMNS`, in order.
-pub(crate) const FIELDS: usize = 20;
+pub(crate) const FIELDS: usize = 22;
 
 /// A field's stored type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub(crate) const KINDS: [Kind; FIELDS] = [
     Kind::Text,   // response_body
     Kind::Text,   // session
     Kind::Text,   // trace_id
+    Kind::Int8,   // cache_read_tokens
+    Kind::Int8,   // cache_write_tokens
 ];
 
 /// What precedes the tuples in a binary `COPY`: the signature, no flags, no header extension.
@@ -69,10 +71,7 @@ pub(crate) fn encode(r: &AuditRecord, redactor: &Redactor, out: &mut Vec<u8>) {
         None => null(out),
     }
     for n in [r.tokens_in, r.tokens_out] {
-        match n {
-            Some(n) => int8(out, i64::try_from(n).unwrap_or(i64::MAX)),
-            None => null(out),
-        }
+        opt_count(out, n);
     }
     int4(out, i32::try_from(r.turns_dropped).unwrap_or(i32::MAX));
     bool_(out, r.hedged);
@@ -86,6 +85,16 @@ pub(crate) fn encode(r: &AuditRecord, redactor: &Redactor, out: &mut Vec<u8>) {
     redacted(out, r.response_body.as_deref(), redactor);
     opt_text(out, r.session.as_deref());
     opt_text(out, r.trace_id.as_deref());
+    opt_count(out, r.cache_read_tokens);
+    opt_count(out, r.cache_write_tokens);
+}
+
+/// A token count (past `i64::MAX`, which no answer reaches, it saturates).
+fn opt_count(out: &mut Vec<u8>, n: Option<u64>) {
+    match n {
+        Some(n) => int8(out, i64::try_from(n).unwrap_or(i64::MAX)),
+        None => null(out),
+    }
 }
 
 /// The path as JSON, as serde would write it but with times to the microsecond. Written by
@@ -365,6 +374,8 @@ mod tests {
             response_body: Some("{}".into()),
             session: Some("prompt:00ff".into()),
             trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736".into()),
+            cache_read_tokens: Some(7),
+            cache_write_tokens: None,
         }
     }
 
@@ -412,6 +423,7 @@ mod tests {
                 Field::Text("4bf92f3577b34da6a3ce929d0e0e4736")
             )
         );
+        assert_eq!((f[20], f[21]), (Field::Int(7), Field::Null));
         assert!(tuples.next_tuple().unwrap().is_some());
         assert!(tuples.next_tuple().unwrap().is_none());
     }

@@ -187,6 +187,7 @@ impl<'c> Meter<'c> {
                     Part::Text(text) => self.text(text),
                     Part::Image(_) => self.image(),
                     Part::Other { raw, .. } => self.text(raw.get()),
+                    Part::CacheBreakpoint(_) => 0,
                 })
             })
         };
@@ -408,6 +409,7 @@ fn keep(req: &ChatRequest, user: Option<usize>, from: usize) -> ChatRequest {
     ChatRequest {
         model: req.model.clone(),
         system: req.system.clone(),
+        system_cache: req.system_cache.clone(),
         messages,
         tools: req.tools.clone(),
         tool_choice: req.tool_choice.clone(),

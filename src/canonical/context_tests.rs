@@ -23,6 +23,7 @@ fn result(id: &str, size: usize) -> Message {
         tool_call_id: id.into(),
         content: text(size, id),
         is_error: false,
+        cache: None,
     })
 }
 

@@ -28,8 +28,8 @@ mod types;
 
 pub use error::{ErrorClass, TranslateError, UpstreamError};
 pub use types::{
-    text_of, ChatRequest, ChatResponse, Extra, FinishReason, Image, Message, Part, RawJson,
-    ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, ToolResult, Usage,
+    text_of, CacheControl, ChatRequest, ChatResponse, Extra, FinishReason, Image, Message, Part,
+    RawJson, ResponseFormat, Role, StreamEvent, Tool, ToolCall, ToolChoice, ToolResult, Usage,
 };
 
 /// A wire dialect.
@@ -241,6 +241,9 @@ pub fn with_prefill(req: &ChatRequest, partial_assistant_text: &str) -> ChatRequ
     }
     out
 }
+
+#[cfg(test)]
+mod usage_tests;
 
 #[cfg(test)]
 mod tests {

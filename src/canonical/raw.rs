@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::error::TranslateError;
-use super::types::{Extra, Image, RawJson};
+use super::types::{CacheControl, Extra, Image, RawJson};
 use super::Dialect;
 
 /// A JSON object's members, in order, each value left unparsed: a request is split once, each
@@ -95,6 +95,20 @@ pub(crate) fn shape(raw: &RawValue) -> Shape {
         Some(b'{') => Shape::Object,
         Some(b'n') => Shape::Null,
         _ => Shape::Other,
+    }
+}
+
+/// A `cache_control` member: an object (kept whole), or nothing when absent or `null`.
+pub(crate) fn cache_control(
+    raw: Option<&RawValue>,
+) -> Result<Option<CacheControl>, TranslateError> {
+    match raw.map(|r| (r, shape(r))) {
+        None | Some((_, Shape::Null)) => Ok(None),
+        Some((raw, Shape::Object)) => Ok(Some(CacheControl(RawJson::from_raw(raw)))),
+        Some((raw, _)) => Err(TranslateError::invalid(format!(
+            "`cache_control` must be an object such as {{\"type\":\"ephemeral\"}}, not `{}`",
+            raw.get().chars().take(40).collect::<String>()
+        ))),
     }
 }
 

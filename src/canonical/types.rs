@@ -50,6 +50,8 @@ impl PartialEq for RawJson {
     }
 }
 
+impl Eq for RawJson {}
+
 /// Top-level fields a dialect has that the canonical model does not: kept as they came and
 /// written again only to the same dialect (an OpenAI `seed` means nothing to Anthropic).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -85,6 +87,9 @@ pub struct ChatRequest {
     /// System prompts in order. OpenAI `system`/`developer` messages anywhere in the
     /// conversation are gathered here: Anthropic and Gemini only have one top-level place.
     pub system: Vec<String>,
+    /// Prompt-cache breakpoints among the system prompts: `(i, control)` ends a cached prefix
+    /// with `system[i]`.
+    pub system_cache: Vec<(usize, CacheControl)>,
     /// The conversation, oldest first.
     pub messages: Vec<Message>,
     /// Tools the model may call.
@@ -197,7 +202,18 @@ pub enum Part {
         /// The part as it came.
         raw: RawJson,
     },
+    /// A prompt-cache breakpoint after the part before it: the prefix up to there is to be
+    /// cached (Anthropic's `cache_control` on that block; an OpenAI client's on that content
+    /// part or message). Written to Anthropic only: the other dialects cache by prefix
+    /// without markers.
+    CacheBreakpoint(CacheControl),
 }
+
+/// A prompt-cache marker as the client wrote it: Anthropic's `cache_control` object
+/// (`{"type":"ephemeral"}`, with a `ttl` or not), kept whole so what it says reaches the
+/// provider unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheControl(pub RawJson);
 
 /// An image, by reference or inline.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,6 +249,8 @@ pub struct ToolResult {
     pub content: String,
     /// The tool failed (Anthropic `is_error`, Gemini `error` key).
     pub is_error: bool,
+    /// A prompt-cache breakpoint on the result (written to Anthropic only).
+    pub cache: Option<CacheControl>,
 }
 
 /// A tool the model may call.
@@ -244,6 +262,9 @@ pub struct Tool {
     pub description: Option<String>,
     /// The JSON schema of its arguments.
     pub parameters: Option<RawJson>,
+    /// A prompt-cache breakpoint on the definition: the tools up to it are cached (written
+    /// to Anthropic only).
+    pub cache: Option<CacheControl>,
 }
 
 /// Whether and which tool the model must call.
@@ -293,12 +314,46 @@ pub enum FinishReason {
 }
 
 /// Token counts of one answer.
+///
+/// `input` counts every prompt token, those read from and written to the provider's prompt
+/// cache included (OpenAI's `prompt_tokens` and Gemini's `promptTokenCount` count them so;
+/// Anthropic's `input_tokens` does not: its reader adds `cache_read_input_tokens` and
+/// `cache_creation_input_tokens`, its writer takes them off again). `cache_read` and
+/// `cache_write` say how many of `input` the cache served and how many it stored; 0 when the
+/// provider did not say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, cached ones included.
     pub input: u64,
     /// Completion tokens.
     pub output: u64,
+    /// Of `input`, the tokens read from the prompt cache (OpenAI `cached_tokens`, Anthropic
+    /// `cache_read_input_tokens`, Gemini `cachedContentTokenCount`).
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Of `input`, the tokens written to the prompt cache (Anthropic
+    /// `cache_creation_input_tokens`; OpenAI and Gemini report none).
+    #[serde(default)]
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// Input and output tokens, with no cache counts.
+    pub fn new(input: u64, output: u64) -> Self {
+        Usage {
+            input,
+            output,
+            ..Usage::default()
+        }
+    }
+
+    /// Of `input`, the tokens neither read from nor written to the cache: Anthropic's
+    /// `input_tokens`.
+    pub fn uncached_input(&self) -> u64 {
+        self.input
+            .saturating_sub(self.cache_read)
+            .saturating_sub(self.cache_write)
+    }
 }
 
 /// One non-streamed answer (its first choice).

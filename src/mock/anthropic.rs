@@ -254,6 +254,8 @@ fn decide(
     Ok(Answer {
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         prompt_tokens,
+        cache_read: plan.cache_read_tokens,
+        cache_write: plan.cache_write_tokens,
         text,
         // A tool loop: once the tool's result is in, the answer is text.
         tool_call: plan.tool_call && !ends_with_tool_result(messages),

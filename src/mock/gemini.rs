@@ -274,6 +274,7 @@ fn decide(
     };
     Ok(Answer {
         prompt_tokens,
+        cache_read: plan.cache_read_tokens,
         text,
         // A tool loop: once the function's result is in, the answer is text.
         tool_call: plan.tool_call && !signatures::ends_with_function_responses(contents),

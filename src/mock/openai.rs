@@ -177,6 +177,7 @@ fn decide(
             .and_then(Value::as_bool)
             .unwrap_or(false),
         prompt_tokens,
+        cache_read: plan.cache_read_tokens,
         text,
         // A tool loop: once the tool's result is in, the answer is text.
         tool_call: plan.tool_call

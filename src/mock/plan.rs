@@ -97,6 +97,16 @@ pub struct FaultPlan {
     pub max_context_tokens: Option<u32>,
     /// Require this key (`Authorization: Bearer KEY` for OpenAI, `api-key: KEY` for Azure), else 401.
     pub expect_api_key: Option<String>,
+    /// Report this many prompt tokens read from the provider's prompt cache, on top of the
+    /// estimate, in the dialect's own fields: OpenAI `prompt_tokens_details.cached_tokens`,
+    /// Responses `input_tokens_details.cached_tokens`, Gemini `cachedContentTokenCount` (each
+    /// counted in that dialect's prompt total too), Anthropic (Bedrock, Claude on Vertex)
+    /// `cache_read_input_tokens` (which Anthropic's `input_tokens` leaves out).
+    pub cache_read_tokens: u64,
+    /// Report this many prompt tokens written to the prompt cache: Anthropic (Bedrock, Claude
+    /// on Vertex) `cache_creation_input_tokens`, with its `cache_creation` split (all 5-minute).
+    /// The other dialects report no cache writes: they ignore it.
+    pub cache_write_tokens: u64,
     /// Seed of the random choices (`error_rate`, `tail_rate`), combined with the mock's request
     /// counter: the same plan and the same request order give the same outcomes.
     pub seed: u64,
@@ -132,6 +142,8 @@ impl Default for FaultPlan {
             reject_prefill: false,
             max_context_tokens: None,
             expect_api_key: None,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
             seed: 0,
         }
     }

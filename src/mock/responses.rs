@@ -206,6 +206,7 @@ fn decide(
     Ok(Answer {
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         input_tokens,
+        cache_read: plan.cache_read_tokens,
         text,
         // A tool loop: once the tool's result is in, the answer is text.
         tool_call: plan.tool_call && !input::ends_with_tool_output(&items),

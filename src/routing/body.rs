@@ -20,14 +20,14 @@ pub fn request_body(
 ) -> Result<Vec<u8>, AttemptError> {
     let (dialect, model) = (target.dialect, &target.config.model);
     let unreadable =
-        || AttemptError::untranslatable("the request could not be read for translation");
+        |why: &str| AttemptError::untranslatable(format!("the request could not be read: {why}"));
     if dialect == Dialect::OpenAi {
-        let chat = forms.chat().ok_or_else(unreadable)?;
+        let chat = forms.chat().map_err(unreadable)?;
         let messages = prefill.map(|p| chat.prefill_messages(p));
         return Ok(chat.upstream_body(&target.model_json, messages.as_deref()));
     }
     let untranslatable = |message: String| AttemptError::Untranslatable { message };
-    let req = forms.canonical().ok_or_else(unreadable)?;
+    let req = forms.canonical().map_err(unreadable)?;
     let owned;
     let req = match prefill {
         Some(p) => {
@@ -174,7 +174,7 @@ fn fit(
     prefill: Option<&str>,
 ) -> Result<Option<(Vec<u8>, usize)>, AttemptError> {
     let model = &target.config.model;
-    let Some(req) = forms.canonical() else {
+    let Ok(req) = forms.canonical() else {
         return Ok(None);
     };
     let counter = canonical::context::TokenCounter::for_target(target.dialect, model);

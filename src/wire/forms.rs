@@ -9,9 +9,10 @@
 //! first use, and the inner form is written from the canonical one on first use after that.
 //! A same-dialect request that fits and never fails over makes neither.
 //!
-//! A body that cannot be read into the canonical form (valid JSON of the wrong shape) is then
-//! [`None`]: the attempt that needed it fails as untranslatable, while a target of the client's
-//! own dialect still gets the body as it came (its provider answers for it).
+//! A body that cannot be read into the canonical form (valid JSON of the wrong shape) has
+//! none, and says why: the attempt that needed it fails as untranslatable with that reason,
+//! while a target of the client's own dialect still gets the body as it came (its provider
+//! answers for it).
 
 use std::sync::OnceLock;
 
@@ -23,10 +24,10 @@ use crate::canonical::{self, Dialect};
 /// See the module docs.
 #[derive(Debug)]
 pub struct Forms {
-    /// The inner (OpenAI) form.
-    chat: OnceLock<Option<ChatRequest>>,
-    /// The canonical form.
-    canonical: OnceLock<Option<canonical::ChatRequest>>,
+    /// The inner (OpenAI) form, or why there is none.
+    chat: OnceLock<Result<ChatRequest, String>>,
+    /// The canonical form, or why there is none.
+    canonical: OnceLock<Result<canonical::ChatRequest, String>>,
     /// A client body of another dialect than the inner one, which the canonical form is read
     /// from.
     source: Option<(Dialect, Bytes)>,
@@ -36,7 +37,7 @@ impl Forms {
     /// An OpenAI client's request, already read.
     pub fn openai(chat: ChatRequest) -> Forms {
         Forms {
-            chat: OnceLock::from(Some(chat)),
+            chat: OnceLock::from(Ok(chat)),
             canonical: OnceLock::new(),
             source: None,
         }
@@ -51,32 +52,35 @@ impl Forms {
         }
     }
 
-    /// The canonical form, made on first use; `None` when the body cannot be read into it.
-    pub fn canonical(&self) -> Option<&canonical::ChatRequest> {
+    /// The canonical form, made on first use; or why the body cannot be read into it.
+    pub fn canonical(&self) -> Result<&canonical::ChatRequest, &str> {
         self.canonical
-            .get_or_init(|| match &self.source {
-                Some((dialect, body)) => dialect.parse_request(body).ok(),
-                None => {
-                    let chat = self.chat()?;
-                    canonical::openai::parse_request(chat.body()).ok()
-                }
+            .get_or_init(|| {
+                let read = match &self.source {
+                    Some((dialect, body)) => dialect.parse_request(body),
+                    None => canonical::openai::parse_request(self.chat()?.body()),
+                };
+                read.map_err(|e| e.to_string())
             })
             .as_ref()
+            .map_err(String::as_str)
     }
 
-    /// The inner (OpenAI) form, made on first use; `None` when the body cannot be read into
-    /// it. A client of another dialect always gets its stream's usage (its dialect reports
-    /// usage on every stream), so the inner form asks for it.
-    pub fn chat(&self) -> Option<&ChatRequest> {
+    /// The inner (OpenAI) form, made on first use; or why the body cannot be read into it. A
+    /// client of another dialect always gets its stream's usage (its dialect reports usage on
+    /// every stream), so the inner form asks for it.
+    pub fn chat(&self) -> Result<&ChatRequest, &str> {
         self.chat
             .get_or_init(|| {
-                let canon = self.canonical()?;
-                let inner = canonical::openai::write_request(canon, &canon.model).ok()?;
-                let mut chat = ChatRequest::parse(Bytes::from(inner)).ok()?;
+                let canon = self.canonical().map_err(str::to_owned)?;
+                let inner = canonical::openai::write_request(canon, &canon.model)
+                    .map_err(|e| e.to_string())?;
+                let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(|e| e.to_string())?;
                 chat.client_wants_usage = true;
-                Some(chat)
+                Ok(chat)
             })
             .as_ref()
+            .map_err(String::as_str)
     }
 
     /// The client's body as it came, when it is not the inner form itself.
@@ -89,7 +93,7 @@ impl Forms {
     pub fn len(&self) -> usize {
         match (&self.source, self.chat.get()) {
             (Some((_, body)), _) => body.len(),
-            (None, Some(Some(chat))) => chat.body().len(),
+            (None, Some(Ok(chat))) => chat.body().len(),
             (None, _) => 0,
         }
     }
@@ -128,8 +132,9 @@ mod tests {
             Dialect::Anthropic,
             Bytes::from_static(br#"{"model":"claude","messages":"not a list"}"#),
         );
-        assert!(forms.canonical().is_none());
-        assert!(forms.chat().is_none());
+        let why = forms.canonical().unwrap_err().to_owned();
+        assert!(why.contains("messages"), "{why}");
+        assert_eq!(forms.chat().unwrap_err(), why);
     }
 
     #[test]

@@ -151,7 +151,7 @@ pub fn session(
     }
     // Fields of another type than expected are not hints: the request is read as it is.
     let Some(body) = forms.client_body() else {
-        let chat = forms.chat()?;
+        let chat = forms.chat().ok()?;
         let hint =
             (chat.hint_json()).and_then(|raw| serde_json::from_slice::<Cow<'_, str>>(raw).ok());
         if let Some(s) = hint.and_then(|k| Session::of(&k, Source::Client)) {

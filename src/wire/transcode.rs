@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
-use super::chunks::Usage;
+use super::chunks::{AnthropicUsage, ResponsesUsage, Usage};
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
 use crate::config::ProviderKind;
@@ -36,10 +36,7 @@ pub fn response_to_openai(
 ) -> Result<(Bytes, Option<Usage>), TranslateError> {
     let resp = dialect.parse_response(body)?;
     let out = canonical::openai::write_response(&resp)?;
-    let usage = resp.usage.map(|u| Usage {
-        prompt_tokens: u.input,
-        completion_tokens: u.output,
-    });
+    let usage = resp.usage.map(Usage::from);
     Ok((Bytes::from(out), usage))
 }
 
@@ -156,34 +153,47 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
         #[allow(dead_code, reason = "only its presence is checked")]
         output: serde::de::IgnoredAny,
         #[serde(default)]
-        usage: Option<AnthropicUsage>,
-    }
-    /// Anthropic's and the Responses API's token counts (the same names).
-    #[derive(serde::Deserialize)]
-    struct AnthropicUsage {
-        #[serde(default)]
-        input_tokens: u64,
-        #[serde(default)]
-        output_tokens: u64,
+        usage: Option<ResponsesUsage>,
     }
     match dialect {
         Dialect::Anthropic => {
             let message: Message = serde_json::from_slice(body)?;
-            Ok(message.usage.map(|u| Usage {
-                prompt_tokens: u.input_tokens,
-                completion_tokens: u.output_tokens,
-            }))
+            Ok(message.usage.map(|u| u.usage()))
         }
         Dialect::Responses => {
             let response: Response = serde_json::from_slice(body)?;
-            Ok(response.usage.map(|u| Usage {
-                prompt_tokens: u.input_tokens,
-                completion_tokens: u.output_tokens,
-            }))
+            Ok(response.usage.map(|u| u.usage()))
         }
-        _ => Ok(dialect.parse_response(body)?.usage.map(|u| Usage {
-            prompt_tokens: u.input,
-            completion_tokens: u.output,
-        })),
+        _ => Ok(dialect.parse_response(body)?.usage.map(Usage::from)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every dialect's whole answer gives the same counts: every input token, of which the
+    /// cache read and wrote so many.
+    #[test]
+    fn whole_answers_give_their_cache_counts_in_the_inner_meaning() {
+        let anthropic = br#"{"id":"m","type":"message","content":[],"usage":{"input_tokens":10,"cache_creation_input_tokens":200,"cache_read_input_tokens":3000,"output_tokens":7}}"#;
+        let responses = br#"{"id":"r","output":[],"usage":{"input_tokens":3210,"input_tokens_details":{"cached_tokens":3000},"output_tokens":7}}"#;
+        let openai = br#"{"id":"c","choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":3210,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":3000}}}"#;
+        let gemini = br#"{"candidates":[{"content":{"parts":[{"text":"x"}]}}],"usageMetadata":{"promptTokenCount":3210,"candidatesTokenCount":7,"cachedContentTokenCount":3000}}"#;
+        let read = Usage {
+            cache_read_tokens: 3000,
+            ..Usage::new(3210, 7)
+        };
+        let with_write = Usage {
+            cache_write_tokens: 200,
+            ..read
+        };
+        let native = |d, b: &[u8]| native_usage(d, b).ok().flatten();
+        assert_eq!(native(Dialect::Anthropic, anthropic), Some(with_write));
+        assert_eq!(native(Dialect::Responses, responses), Some(read));
+        assert_eq!(native(Dialect::OpenAi, openai), Some(read));
+        let translated = |d, b: &[u8]| response_to_openai(d, b).ok().and_then(|(_, u)| u);
+        assert_eq!(translated(Dialect::Anthropic, anthropic), Some(with_write));
+        assert_eq!(translated(Dialect::Gemini, gemini), Some(read));
     }
 }

@@ -1,12 +1,12 @@
 //! Golden wire fixtures (`tests/fixtures/`): reading them, comparing with them (or rewriting
 //! them under `UPDATE_GOLDEN=1`), and decoding and encoding their streams. Used by
-//! `tests/translation.rs` and `tests/translation_reasoning.rs`.
+//! `tests/translation.rs`, `tests/translation_reasoning.rs` and `tests/translation_cache.rs`.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::panic)]
 
 use std::path::PathBuf;
 
 use serde_json::Value;
-use switchyard::canonical::{openai, Dialect, StreamEvent};
+use switchyard::canonical::{openai, responses, Dialect, StreamEvent};
 
 pub const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
 
@@ -76,12 +76,16 @@ pub fn decode(dialect: Dialect, bytes: &[u8]) -> (Vec<StreamEvent>, bool) {
     (out, decoder.is_done())
 }
 
-/// Encodes events as a whole stream (OpenAI: with the usage chunk, `created` = 1).
+/// Encodes events as a whole stream (OpenAI: with the usage chunk, `created` = 1; Responses:
+/// `created_at` = 1).
 pub fn encode(dialect: Dialect, events: &[StreamEvent]) -> Vec<u8> {
     let mut encoder = match dialect {
         Dialect::OpenAi => {
             switchyard::canonical::StreamEncoder::OpenAi(openai::Encoder::new(true).with_created(1))
         }
+        Dialect::Responses => switchyard::canonical::StreamEncoder::Responses(
+            responses::Encoder::new().with_created_at(1),
+        ),
         other => other.encoder(true),
     };
     let mut out = Vec::new();

@@ -3,6 +3,8 @@
 //! Text and tool calls become numbered content blocks, each opened, filled and closed in turn.
 //! `message_delta` carries both the stop reason and the usage: the encoder holds a `Finish`
 //! until the `Usage` (or the end) arrives, so the two go out in one event as Anthropic sends them.
+//! Its usage has every count (input and cache ones too), since `message_start` went out before
+//! any was known.
 
 use serde::Serialize;
 
@@ -132,10 +134,7 @@ impl Encoder {
             content: [],
             stop_reason: None,
             stop_sequence: None,
-            usage: OutUsage {
-                input_tokens: 0,
-                output_tokens: 0,
-            },
+            usage: OutUsage::from(Usage::default()),
         };
         write_event(out, "message_start", &OutEvent::MessageStart { message });
     }
@@ -165,16 +164,14 @@ impl Encoder {
 
     fn message_delta(&mut self, out: &mut Vec<u8>) {
         self.delta_sent = true;
-        let usage = self.usage;
+        // The counts are known only now: message_delta carries them all (the SDKs take its
+        // input and cache counts over message_start's).
         let event = OutEvent::MessageDelta {
             delta: OutMessageDelta {
                 stop_reason: self.finish.as_ref().map(finish_word),
                 stop_sequence: None,
             },
-            usage: OutUsage {
-                input_tokens: usage.map_or(0, |u| u.input),
-                output_tokens: usage.map_or(0, |u| u.output),
-            },
+            usage: OutUsage::from(self.usage.unwrap_or_default()),
         };
         write_event(out, "message_delta", &event);
     }
@@ -341,10 +338,7 @@ data: {"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text
             encoder.encode(&event, &mut out);
         }
         let before_usage = out.len();
-        let usage = Usage {
-            input: 5,
-            output: 6,
-        };
+        let usage = Usage::new(5, 6);
         encoder.encode(&StreamEvent::Usage(usage), &mut out);
         encoder.finish(&mut out);
         let text = String::from_utf8(out).unwrap();

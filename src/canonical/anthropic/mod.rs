@@ -12,6 +12,10 @@
 //! - Blocks the model has no place for (thinking, documents, server tools' blocks) are kept as
 //!   [`Part::Other`] and written back to Anthropic only; images inside tool results are dropped;
 //!   server tools (a `type` other than `custom`) in `tools` are dropped.
+//! - `cache_control` on a system block, a text or image block, a `tool_result` or a tool is
+//!   kept ([`ChatRequest::system_cache`], [`Part::CacheBreakpoint`], [`ToolResult::cache`],
+//!   [`Tool::cache`]) and written back here; blocks kept whole keep theirs in them. On a
+//!   `tool_use` block it is dropped (a tool call has no place for it).
 
 use std::borrow::Cow;
 
@@ -21,7 +25,9 @@ use serde_json::value::RawValue;
 use super::error::TranslateError;
 use super::raw::{self, Fields, Shape};
 use super::types::ToolResult;
-use super::types::{ChatRequest, Image, Message, Part, RawJson, Tool, ToolCall, ToolChoice};
+use super::types::{
+    CacheControl, ChatRequest, Image, Message, Part, RawJson, Tool, ToolCall, ToolChoice,
+};
 use super::Dialect;
 
 mod encode;
@@ -48,7 +54,7 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, TranslateError> {
     for (key, value) in fields {
         match key.as_ref() {
             "model" => req.model = raw::parse("model", value)?,
-            "system" => req.system = parse_system(value)?,
+            "system" => (req.system, req.system_cache) = parse_system(value)?,
             "messages" => req.messages = parse_messages(value)?,
             "tools" => req.tools = parse_tools(value)?,
             "tool_choice" => req.tool_choice = parse_tool_choice(value)?,
@@ -68,18 +74,28 @@ pub fn parse_request(body: &[u8]) -> Result<ChatRequest, TranslateError> {
 struct WireTextBlock<'a> {
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
-fn parse_system(raw: &RawValue) -> Result<Vec<String>, TranslateError> {
+/// The system prompts, and which of them end a cached prefix.
+type System = (Vec<String>, Vec<(usize, CacheControl)>);
+
+fn parse_system(raw: &RawValue) -> Result<System, TranslateError> {
     match raw::shape(raw) {
-        Shape::Null => Ok(Vec::new()),
-        Shape::String => Ok(vec![raw::parse("system", raw)?]),
+        Shape::Null => Ok((Vec::new(), Vec::new())),
+        Shape::String => Ok((vec![raw::parse("system", raw)?], Vec::new())),
         _ => {
             let blocks: Vec<WireTextBlock<'_>> = raw::parse("system", raw)?;
-            Ok(blocks
-                .into_iter()
-                .filter_map(|b| b.text.map(Cow::into_owned))
-                .collect())
+            let (mut system, mut cache) = (Vec::with_capacity(blocks.len()), Vec::new());
+            for block in blocks {
+                let Some(text) = block.text else { continue };
+                system.push(text.into_owned());
+                if let Some(control) = raw::cache_control(block.cache_control)? {
+                    cache.push((system.len() - 1, control));
+                }
+            }
+            Ok((system, cache))
         }
     }
 }
@@ -113,6 +129,8 @@ pub(super) struct WireBlock<'a> {
     content: Option<&'a RawValue>,
     #[serde(default)]
     is_error: bool,
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -174,8 +192,9 @@ fn user_message(blocks: &[&RawValue], out: &mut Vec<Message>) -> Result<(), Tran
                     None => String::new(),
                 },
                 is_error: block.is_error,
+                cache: raw::cache_control(block.cache_control)?,
             })),
-            _ => content.push(part(block, raw)),
+            _ => push_part(block, raw, &mut content)?,
         }
     }
     if !content.is_empty() {
@@ -198,13 +217,30 @@ fn assistant_message(blocks: &[&RawValue]) -> Result<Message, TranslateError> {
                     .map_or_else(|| "{}".to_owned(), |i| i.get().to_owned()),
             });
         } else {
-            content.push(part(block, raw));
+            push_part(block, raw, &mut content)?;
         }
     }
     Ok(Message::Assistant {
         content,
         tool_calls,
     })
+}
+
+/// A block as a part, and its breakpoint after it when it has one (a block kept raw keeps
+/// its `cache_control` in it).
+fn push_part(
+    block: WireBlock<'_>,
+    raw: &RawValue,
+    out: &mut Vec<Part>,
+) -> Result<(), TranslateError> {
+    let cache = raw::cache_control(block.cache_control)?;
+    let part = part(block, raw);
+    let kept_whole = matches!(part, Part::Other { .. });
+    out.push(part);
+    if let (Some(cache), false) = (cache, kept_whole) {
+        out.push(Part::CacheBreakpoint(cache));
+    }
+    Ok(())
 }
 
 /// A text or image block, or any other block kept raw.
@@ -258,20 +294,25 @@ struct WireTool<'a> {
     description: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     input_schema: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 fn parse_tools(raw: &RawValue) -> Result<Vec<Tool>, TranslateError> {
     let tools: Option<Vec<WireTool<'_>>> = raw::parse("tools", raw)?;
-    Ok(tools
+    tools
         .unwrap_or_default()
         .into_iter()
         .filter(|t| t.kind.as_deref().is_none_or(|k| k == "custom"))
-        .map(|t| Tool {
-            name: t.name.into_owned(),
-            description: t.description.map(Cow::into_owned),
-            parameters: t.input_schema.map(RawJson::from_raw),
+        .map(|t| {
+            Ok(Tool {
+                name: t.name.into_owned(),
+                description: t.description.map(Cow::into_owned),
+                parameters: t.input_schema.map(RawJson::from_raw),
+                cache: raw::cache_control(t.cache_control)?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -320,7 +361,8 @@ mod tests {
             Message::Tool(ToolResult {
                 tool_call_id: "t1".into(),
                 content: "sunny".into(),
-                is_error: false
+                is_error: false,
+                cache: None,
             })
         );
         assert_eq!(req.messages[3], Message::user("thanks"));

@@ -32,12 +32,58 @@ pub(super) fn finish_word(reason: &FinishReason) -> &str {
     }
 }
 
+/// Anthropic's token counts. `input_tokens` leaves out what the prompt cache read and wrote;
+/// `cache_creation` splits the write by time to live (its sum is `cache_creation_input_tokens`,
+/// read only when that total is missing). Every field is optional: a stream's `message_delta`
+/// carries only what changed.
 #[derive(Deserialize, Default)]
 pub(super) struct WireUsage {
     #[serde(default)]
     pub(super) input_tokens: Option<u64>,
     #[serde(default)]
     pub(super) output_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) cache_creation: Option<WireCacheCreation>,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct WireCacheCreation {
+    #[serde(default)]
+    ephemeral_5m_input_tokens: u64,
+    #[serde(default)]
+    ephemeral_1h_input_tokens: u64,
+}
+
+impl WireUsage {
+    /// Tokens written to the cache: the total, else the sum of its parts.
+    pub(super) fn cache_write(&self) -> Option<u64> {
+        self.cache_creation_input_tokens.or_else(|| {
+            self.cache_creation.as_ref().map(|c| {
+                c.ephemeral_5m_input_tokens
+                    .saturating_add(c.ephemeral_1h_input_tokens)
+            })
+        })
+    }
+
+    /// The canonical counts: every input token, cached ones included.
+    pub(super) fn to_usage(&self) -> Usage {
+        let cache_read = self.cache_read_input_tokens.unwrap_or(0);
+        let cache_write = self.cache_write().unwrap_or(0);
+        Usage {
+            input: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(cache_read)
+                .saturating_add(cache_write),
+            output: self.output_tokens.unwrap_or(0),
+            cache_read,
+            cache_write,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -82,10 +128,7 @@ pub fn parse_response(body: &[u8]) -> Result<ChatResponse, TranslateError> {
             .stop_reason
             .as_deref()
             .map_or(FinishReason::Stop, finish_from),
-        usage: wire.usage.map(|u| Usage {
-            input: u.input_tokens.unwrap_or(0),
-            output: u.output_tokens.unwrap_or(0),
-        }),
+        usage: wire.usage.as_ref().map(WireUsage::to_usage),
     })
 }
 
@@ -102,17 +145,35 @@ struct OutResponse<'a> {
     usage: OutUsage,
 }
 
+/// Cache counts are written only when known (as the OpenAI writer does): 0 says "none".
 #[derive(Serialize)]
 pub(super) struct OutUsage {
     pub(super) input_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache_creation_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache_read_input_tokens: Option<u64>,
     pub(super) output_tokens: u64,
+}
+
+impl From<Usage> for OutUsage {
+    /// `input_tokens` without the cached tokens, as Anthropic counts it.
+    fn from(u: Usage) -> Self {
+        let cached = u.cache_read > 0 || u.cache_write > 0;
+        OutUsage {
+            input_tokens: u.uncached_input(),
+            cache_creation_input_tokens: cached.then_some(u.cache_write),
+            cache_read_input_tokens: cached.then_some(u.cache_read),
+            output_tokens: u.output,
+        }
+    }
 }
 
 /// Writes a `message` body.
 pub fn write_response(resp: &ChatResponse) -> Result<Vec<u8>, TranslateError> {
     let mut content = Vec::with_capacity(1 + resp.tool_calls.len());
     if !resp.text.is_empty() {
-        content.push(OutBlock::Text { text: &resp.text });
+        content.push(OutBlock::text(&resp.text));
     }
     content.extend(resp.tool_calls.iter().map(|call| OutBlock::ToolUse {
         id: &call.id,
@@ -128,10 +189,7 @@ pub fn write_response(resp: &ChatResponse) -> Result<Vec<u8>, TranslateError> {
         content,
         stop_reason: finish_word(&resp.finish_reason),
         stop_sequence: None,
-        usage: OutUsage {
-            input_tokens: usage.input,
-            output_tokens: usage.output,
-        },
+        usage: OutUsage::from(usage),
     };
     Ok(serde_json::to_vec(&out)?)
 }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::response::{finish_from, from_wire, WireError, WireUsage};
 use super::WireBlock;
 use crate::canonical::error::{TranslateError, UpstreamError};
-use crate::canonical::types::{StreamEvent, Usage};
+use crate::canonical::types::StreamEvent;
 
 #[derive(Deserialize)]
 struct WireEvent<'a> {
@@ -62,7 +62,10 @@ const MAX_BLOCKS: usize = 1 << 16;
 #[derive(Debug, Default)]
 pub struct Decoder {
     done: bool,
+    /// `message_start`'s counts: what `message_delta` leaves out stays as they said.
     input_tokens: u64,
+    cache_read: u64,
+    cache_write: u64,
     /// Content block index to tool-call index, for tool_use blocks.
     tool_of_block: Vec<Option<u32>>,
     calls: u32,
@@ -96,7 +99,11 @@ impl Decoder {
                     model: None,
                     usage: None,
                 });
-                self.input_tokens = message.usage.and_then(|u| u.input_tokens).unwrap_or(0);
+                if let Some(usage) = message.usage {
+                    self.input_tokens = usage.input_tokens.unwrap_or(0);
+                    self.cache_read = usage.cache_read_input_tokens.unwrap_or(0);
+                    self.cache_write = usage.cache_write().unwrap_or(0);
+                }
                 out.push(StreamEvent::Start {
                     id: message.id.map(Cow::into_owned).unwrap_or_default(),
                     model: message.model.map(Cow::into_owned).unwrap_or_default(),
@@ -170,11 +177,17 @@ impl Decoder {
                 if let Some(reason) = wire.delta.and_then(|d| d.stop_reason) {
                     out.push(StreamEvent::Finish(finish_from(&reason)));
                 }
+                // The delta's counts are cumulative; a count it leaves out is message_start's.
                 if let Some(usage) = wire.usage {
-                    out.push(StreamEvent::Usage(Usage {
-                        input: usage.input_tokens.unwrap_or(self.input_tokens),
-                        output: usage.output_tokens.unwrap_or(0),
-                    }));
+                    let filled = WireUsage {
+                        input_tokens: usage.input_tokens.or(Some(self.input_tokens)),
+                        cache_read_input_tokens: usage
+                            .cache_read_input_tokens
+                            .or(Some(self.cache_read)),
+                        cache_creation_input_tokens: usage.cache_write().or(Some(self.cache_write)),
+                        ..usage
+                    };
+                    out.push(StreamEvent::Usage(filled.to_usage()));
                 }
             }
             "message_stop" => self.done = true,

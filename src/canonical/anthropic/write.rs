@@ -1,11 +1,17 @@
 //! Writing a canonical request as an Anthropic Messages body.
+//!
+//! Prompt-cache breakpoints become `cache_control` on the block they follow (a text, image or
+//! `tool_result` block; none after a block kept whole, which carries its own), on the system
+//! blocks and tools they name.
 
 use serde::Serialize;
 
 use super::DEFAULT_MAX_TOKENS;
 use crate::canonical::error::TranslateError;
 use crate::canonical::raw::{self, ExtraFields};
-use crate::canonical::types::{ChatRequest, Image, Message, Part, RawJson, ToolChoice};
+use crate::canonical::types::{
+    CacheControl, ChatRequest, Image, Message, Part, RawJson, ToolChoice,
+};
 use crate::canonical::Dialect;
 
 fn is_false(b: &bool) -> bool {
@@ -60,9 +66,13 @@ enum OutContent<'a> {
 pub(super) enum OutBlock<'a> {
     Text {
         text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawJson>,
     },
     Image {
         source: OutSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawJson>,
     },
     ToolUse {
         id: &'a str,
@@ -74,9 +84,21 @@ pub(super) enum OutBlock<'a> {
         content: &'a str,
         #[serde(skip_serializing_if = "is_false")]
         is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawJson>,
     },
     #[serde(untagged)]
     Raw(&'a RawJson),
+}
+
+impl<'a> OutBlock<'a> {
+    /// A text block with no breakpoint.
+    pub(super) fn text(text: &'a str) -> Self {
+        OutBlock::Text {
+            text,
+            cache_control: None,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -92,6 +114,8 @@ struct OutTool<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
     input_schema: &'a RawJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<&'a RawJson>,
 }
 
 #[derive(Serialize)]
@@ -102,20 +126,50 @@ struct OutToolChoice<'a> {
     name: Option<&'a str>,
 }
 
-/// A content part as a block, or nothing when Anthropic has no place for it.
+/// A content part as a block, or nothing when Anthropic has no place for it (or it is a
+/// breakpoint: see [`blocks`]).
 fn block(part: &Part) -> Option<OutBlock<'_>> {
     match part {
         Part::Text(text) if text.is_empty() => None,
-        Part::Text(text) => Some(OutBlock::Text { text }),
+        Part::Text(text) => Some(OutBlock::text(text)),
         Part::Image(Image::Url(url)) => Some(OutBlock::Image {
             source: OutSource::Url { url },
+            cache_control: None,
         }),
         Part::Image(Image::Base64 { media_type, data }) => Some(OutBlock::Image {
             source: OutSource::Base64 { media_type, data },
+            cache_control: None,
         }),
         Part::Other { dialect, raw } => {
             (*dialect == Dialect::Anthropic).then_some(OutBlock::Raw(raw))
         }
+        Part::CacheBreakpoint(_) => None,
+    }
+}
+
+/// A message's parts as blocks, each breakpoint as `cache_control` on the block before it.
+/// One after nothing (the message's parts before it have no block here) marks nothing: the
+/// prefix it ends is not one Anthropic would be sent.
+fn blocks(content: &[Part]) -> Vec<OutBlock<'_>> {
+    let mut out = Vec::with_capacity(content.len());
+    for part in content {
+        match part {
+            Part::CacheBreakpoint(control) => mark(&mut out, control),
+            part => out.extend(block(part)),
+        }
+    }
+    out
+}
+
+/// `cache_control` on the last of `blocks`, when it can carry one.
+fn mark<'a>(blocks: &mut [OutBlock<'a>], control: &'a CacheControl) {
+    if let Some(
+        OutBlock::Text { cache_control, .. }
+        | OutBlock::Image { cache_control, .. }
+        | OutBlock::ToolResult { cache_control, .. },
+    ) = blocks.last_mut()
+    {
+        *cache_control = Some(&control.0);
     }
 }
 
@@ -155,30 +209,25 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
     let mut turns: Vec<(&'static str, Vec<OutBlock<'_>>)> = Vec::with_capacity(req.messages.len());
     for message in &req.messages {
         match message {
-            Message::User { content } => {
-                push(
-                    &mut turns,
-                    "user",
-                    content.iter().filter_map(block).collect(),
-                );
-            }
+            Message::User { content } => push(&mut turns, "user", blocks(content)),
             Message::Assistant {
                 content,
                 tool_calls,
             } => {
-                let mut blocks: Vec<OutBlock<'_>> = content.iter().filter_map(block).collect();
-                blocks.extend(tool_calls.iter().map(|call| OutBlock::ToolUse {
+                let mut out = blocks(content);
+                out.extend(tool_calls.iter().map(|call| OutBlock::ToolUse {
                     id: &call.id,
                     name: &call.name,
                     input: raw::arguments_object(&call.arguments),
                 }));
-                push(&mut turns, "assistant", blocks);
+                push(&mut turns, "assistant", out);
             }
             Message::Tool(result) => {
                 let block = OutBlock::ToolResult {
                     tool_use_id: &result.tool_call_id,
                     content: &result.content,
                     is_error: result.is_error,
+                    cache_control: result.cache.as_ref().map(|c| &c.0),
                 };
                 push(&mut turns, "user", vec![block]);
             }
@@ -189,7 +238,11 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
         .into_iter()
         .map(|(role, blocks)| OutMessage {
             role,
-            content: if let [OutBlock::Text { text }] = blocks.as_slice() {
+            content: if let [OutBlock::Text {
+                text,
+                cache_control: None,
+            }] = blocks.as_slice()
+            {
                 OutContent::Text(text)
             } else {
                 OutContent::Blocks(blocks)
@@ -200,13 +253,7 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
     let out = OutRequest {
         model,
         max_tokens: req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        system: match req.system.as_slice() {
-            [] => None,
-            [one] => Some(OutSystem::Text(one)),
-            many => Some(OutSystem::Blocks(
-                many.iter().map(|text| OutBlock::Text { text }).collect(),
-            )),
-        },
+        system: system(req),
         messages,
         tools: req
             .tools
@@ -215,6 +262,7 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
                 name: &t.name,
                 description: t.description.as_deref(),
                 input_schema: t.parameters.as_ref().unwrap_or(&empty_schema),
+                cache_control: t.cache.as_ref().map(|c| &c.0),
             })
             .collect(),
         tool_choice: req.tool_choice.as_ref().map(|choice| match choice {
@@ -247,6 +295,31 @@ pub fn write_request(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Translat
     Ok(serde_json::to_vec(&out)?)
 }
 
+/// The system prompts: one as a string; several, or any ending a cached prefix, as blocks
+/// (but empty ones, which Anthropic refuses as blocks).
+fn system(req: &ChatRequest) -> Option<OutSystem<'_>> {
+    match req.system.as_slice() {
+        [] => None,
+        [one] if req.system_cache.is_empty() => Some(OutSystem::Text(one)),
+        many => {
+            let blocks: Vec<OutBlock<'_>> = many
+                .iter()
+                .enumerate()
+                .filter(|(_, text)| !text.is_empty())
+                .map(|(i, text)| OutBlock::Text {
+                    text,
+                    cache_control: req
+                        .system_cache
+                        .iter()
+                        .find(|(at, _)| *at == i)
+                        .map(|(_, c)| &c.0),
+                })
+                .collect();
+            (!blocks.is_empty()).then_some(OutSystem::Blocks(blocks))
+        }
+    }
+}
+
 /// Anthropic rejects a final assistant message ending in whitespace: trim the prefill's end
 /// (the model regenerates the whitespace), dropping it if nothing is left.
 fn trim_prefill(turns: &mut Vec<(&'static str, Vec<OutBlock<'_>>)>) {
@@ -256,7 +329,7 @@ fn trim_prefill(turns: &mut Vec<(&'static str, Vec<OutBlock<'_>>)>) {
     if *role != "assistant" {
         return;
     }
-    if let Some(OutBlock::Text { text }) = blocks.last_mut() {
+    if let Some(OutBlock::Text { text, .. }) = blocks.last_mut() {
         *text = text.trim_end();
         if text.is_empty() {
             blocks.pop();
@@ -292,6 +365,7 @@ mod tests {
                     tool_call_id: "t".into(),
                     content: "ok".into(),
                     is_error: true,
+                    cache: None,
                 }),
                 Message::user("so?"),
                 Message::assistant("It is "),

@@ -198,6 +198,7 @@ fn parse_contents(raw: &RawValue) -> Result<Vec<Message>, TranslateError> {
                     tool_call_id,
                     content,
                     is_error,
+                    cache: None,
                 }));
             } else if let Some(part) = content_part(part) {
                 parts.push(part);
@@ -312,6 +313,7 @@ fn parse_tools(raw: &RawValue) -> Result<Vec<Tool>, TranslateError> {
                 .parameters_json_schema
                 .or(d.parameters)
                 .map(RawJson::from_raw),
+            cache: None,
         })
         .collect())
 }

@@ -87,6 +87,10 @@ pub(super) struct WireUsage {
     /// Thinking tokens are billed as output.
     #[serde(default, alias = "thoughts_token_count")]
     thoughts_token_count: u64,
+    /// Of `promptTokenCount` (which counts them), the tokens read from a cache: implicit
+    /// caching or an explicit `cachedContent`.
+    #[serde(default, alias = "cached_content_token_count")]
+    cached_content_token_count: u64,
 }
 
 impl From<WireUsage> for Usage {
@@ -96,6 +100,9 @@ impl From<WireUsage> for Usage {
             output: u
                 .candidates_token_count
                 .saturating_add(u.thoughts_token_count),
+            cache_read: u.cached_content_token_count,
+            // Gemini reports no cache writes (an explicit cache is made by its own call).
+            cache_write: 0,
         }
     }
 }
@@ -209,6 +216,9 @@ pub(super) struct OutUsage {
     prompt_token_count: u64,
     candidates_token_count: u64,
     total_token_count: u64,
+    /// Written when known; a cache write has no place in Gemini's counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_content_token_count: Option<u64>,
 }
 
 impl From<Usage> for OutUsage {
@@ -217,6 +227,7 @@ impl From<Usage> for OutUsage {
             prompt_token_count: u.input,
             candidates_token_count: u.output,
             total_token_count: u.input.saturating_add(u.output),
+            cached_content_token_count: (u.cache_read > 0).then_some(u.cache_read),
         }
     }
 }

@@ -237,10 +237,7 @@ mod tests {
                 fragment: "\"Paris\"}".into(),
             },
             StreamEvent::Finish(FinishReason::ToolCalls),
-            StreamEvent::Usage(Usage {
-                input: 9,
-                output: 4,
-            }),
+            StreamEvent::Usage(Usage::new(9, 4)),
         ];
         let mut encoder = Encoder::new();
         let mut bytes = Vec::new();

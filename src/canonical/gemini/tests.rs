@@ -70,11 +70,13 @@ fn a_signature_carried_in_an_id_goes_back_on_its_call() {
                 tool_call_id: ids[1].into(),
                 content: "14:00".into(),
                 is_error: false,
+                cache: None,
             }),
             Message::Tool(ToolResult {
                 tool_call_id: ids[0].into(),
                 content: "sunny".into(),
                 is_error: false,
+                cache: None,
             }),
         ],
         ..ChatRequest::default()
@@ -121,6 +123,7 @@ fn unsigned_steps_of_the_current_turn_get_the_validator_skipping_value() {
             tool_call_id: id.into(),
             content: "ok".into(),
             is_error: false,
+            cache: None,
         })
     };
     let step = |calls: Vec<ToolCall>| Message::Assistant {

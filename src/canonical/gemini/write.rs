@@ -192,6 +192,8 @@ fn part(p: &Part) -> Option<OutPart<'_>> {
             },
         }),
         Part::Other { dialect, raw } => (*dialect == Dialect::Gemini).then_some(OutPart::Raw(raw)),
+        // Gemini caches by prefix without markers.
+        Part::CacheBreakpoint(_) => None,
     }
 }
 
@@ -379,6 +381,7 @@ mod tests {
             tool_call_id: "c".into(),
             content: "sunny".into(),
             is_error: false,
+            cache: None,
         };
         assert_eq!(response_object(&ok).get(), r#"{"output":"sunny"}"#);
         let object = ToolResult {
@@ -388,6 +391,7 @@ mod tests {
         assert_eq!(response_object(&object).get(), r#"{"t": 21}"#);
         let failed = ToolResult {
             is_error: true,
+            cache: None,
             ..object
         };
         assert_eq!(response_object(&failed).get(), r#"{"error":{"t": 21}}"#);

@@ -8,6 +8,12 @@
 //!   for reasoning models (o-series, gpt-5), which reject `max_tokens`, and `max_tokens`
 //!   elsewhere, which every compatible server knows.
 //! - A streamed request is written with `stream_options.include_usage`, so usage always comes.
+//! - Prompt-cache markers as LiteLLM and OpenRouter take them from OpenAI clients:
+//!   `cache_control` on a content part, on a message (its content's end), or on a tool
+//!   (`tools[i].cache_control` or `tools[i].function.cache_control`), become
+//!   [`Part::CacheBreakpoint`]s, [`ToolResult::cache`] and [`Tool::cache`]. A system message's
+//!   text is split at its breakpoints, so each ends a system prompt. The writer drops them:
+//!   OpenAI caches by prefix (a same-dialect request keeps them, passed through as it came).
 
 use std::borrow::Cow;
 
@@ -17,7 +23,8 @@ use serde_json::value::RawValue;
 use super::error::TranslateError;
 use super::raw::{self, Fields, Shape};
 use super::types::{
-    ChatRequest, Message, Part, RawJson, ResponseFormat, Tool, ToolCall, ToolChoice, ToolResult,
+    CacheControl, ChatRequest, Message, Part, RawJson, ResponseFormat, Tool, ToolCall, ToolChoice,
+    ToolResult,
 };
 use super::Dialect;
 
@@ -71,6 +78,9 @@ struct WireMessage<'a> {
     tool_calls: Option<Vec<WireToolCall<'a>>>,
     #[serde(default, borrow)]
     tool_call_id: Option<Cow<'a, str>>,
+    /// A breakpoint at the end of the message (LiteLLM's convention).
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +121,8 @@ struct WirePart<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     image_url: Option<WireImageUrl<'a>>,
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -123,12 +135,17 @@ fn parse_messages(raw: &RawValue, req: &mut ChatRequest) -> Result<(), Translate
     let messages: Vec<WireMessage<'_>> = raw::parse("messages", raw)?;
     req.messages.reserve(messages.len());
     for message in messages {
-        let content = match message.content {
+        let mut content = match message.content {
             Some(content) => parse_content(content)?,
             None => Vec::new(),
         };
+        if let Some(cache) = raw::cache_control(message.cache_control)? {
+            if !matches!(content.last(), Some(Part::CacheBreakpoint(_))) {
+                content.push(Part::CacheBreakpoint(cache));
+            }
+        }
         match message.role.as_ref() {
-            "system" | "developer" => req.system.push(super::types::text_of(&content)),
+            "system" | "developer" => push_system(req, content),
             "user" => req.messages.push(Message::User { content }),
             "assistant" => req.messages.push(Message::Assistant {
                 content,
@@ -145,10 +162,16 @@ fn parse_messages(raw: &RawValue, req: &mut ChatRequest) -> Result<(), Translate
                         "a `tool` message needs `tool_call_id`",
                     ));
                 };
+                // One result, one breakpoint: the last the message gives.
+                let cache = content.iter().rev().find_map(|part| match part {
+                    Part::CacheBreakpoint(cache) => Some(cache.clone()),
+                    _ => None,
+                });
                 req.messages.push(Message::Tool(ToolResult {
                     tool_call_id: id.into_owned(),
                     content: super::types::text_of(&content),
                     is_error: false,
+                    cache,
                 }));
             }
             other => {
@@ -161,29 +184,71 @@ fn parse_messages(raw: &RawValue, req: &mut ChatRequest) -> Result<(), Translate
     Ok(())
 }
 
+/// A system message's content as system prompts: its text, split after each breakpoint so
+/// the breakpoint ends a prompt of its own (`system_cache` says which). One prompt when it has
+/// none, as before caching was modelled. A breakpoint with no text before it in the message
+/// marks the system prompt before (none: nothing), as a marker on an empty part does in a
+/// message.
+fn push_system(req: &mut ChatRequest, content: Vec<Part>) {
+    let mut text = String::new();
+    let mut pushed = false;
+    for part in content {
+        match part {
+            Part::Text(t) => text.push_str(&t),
+            Part::CacheBreakpoint(cache) => {
+                if !text.is_empty() {
+                    req.system.push(std::mem::take(&mut text));
+                    pushed = true;
+                }
+                let Some(last) = req.system.len().checked_sub(1) else {
+                    continue;
+                };
+                if req.system_cache.last().is_none_or(|(at, _)| *at != last) {
+                    req.system_cache.push((last, cache));
+                }
+            }
+            _ => {}
+        }
+    }
+    if !pushed || !text.is_empty() {
+        req.system.push(text);
+    }
+}
+
 /// Message content: a string, or an array of parts (text, image_url, anything else kept raw).
+/// A text or image part's `cache_control` is a breakpoint after it; another part's stays in
+/// it (written back to OpenAI only).
 fn parse_content(raw: &RawValue) -> Result<Vec<Part>, TranslateError> {
     match raw::shape(raw) {
         Shape::Null => Ok(Vec::new()),
         Shape::String => Ok(vec![Part::Text(raw::parse("content", raw)?)]),
         _ => {
             let parts: Vec<&RawValue> = raw::parse("content", raw)?;
-            parts
-                .into_iter()
-                .map(|part_raw| {
-                    let part: WirePart<'_> = raw::parse("content part", part_raw)?;
-                    Ok(match (part.kind.as_ref(), part.text, part.image_url) {
-                        ("text", Some(text), _) => Part::Text(text.into_owned()),
-                        ("image_url", _, Some(image)) => {
-                            Part::Image(raw::image_from_url(&image.url))
-                        }
-                        _ => Part::Other {
+            let mut out = Vec::with_capacity(parts.len());
+            for part_raw in parts {
+                let part: WirePart<'_> = raw::parse("content part", part_raw)?;
+                let cache = raw::cache_control(part.cache_control)?;
+                let (part, marked) = match (part.kind.as_ref(), part.text, part.image_url) {
+                    ("text", Some(text), _) => (Part::Text(text.into_owned()), true),
+                    ("image_url", _, Some(image)) => {
+                        (Part::Image(raw::image_from_url(&image.url)), true)
+                    }
+                    // Kept whole: a marker on it stays in it.
+                    _ => {
+                        let raw = RawJson::from_raw(part_raw);
+                        let other = Part::Other {
                             dialect: Dialect::OpenAi,
-                            raw: RawJson::from_raw(part_raw),
-                        },
-                    })
-                })
-                .collect()
+                            raw,
+                        };
+                        (other, false)
+                    }
+                };
+                out.push(part);
+                if marked {
+                    out.extend(cache.map(Part::CacheBreakpoint));
+                }
+            }
+            Ok(out)
         }
     }
 }
@@ -192,6 +257,8 @@ fn parse_content(raw: &RawValue) -> Result<Vec<Part>, TranslateError> {
 struct WireTool<'a> {
     #[serde(borrow)]
     function: WireToolFunction<'a>,
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -202,19 +269,29 @@ struct WireToolFunction<'a> {
     description: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     parameters: Option<&'a RawValue>,
+    /// Where LiteLLM also looks for a tool's breakpoint.
+    #[serde(default, borrow)]
+    cache_control: Option<&'a RawValue>,
 }
 
 fn parse_tools(raw: &RawValue) -> Result<Vec<Tool>, TranslateError> {
     let tools: Option<Vec<WireTool<'_>>> = raw::parse("tools", raw)?;
-    Ok(tools
+    tools
         .unwrap_or_default()
         .into_iter()
-        .map(|t| Tool {
-            name: t.function.name.into_owned(),
-            description: t.function.description.map(Cow::into_owned),
-            parameters: t.function.parameters.map(RawJson::from_raw),
+        .map(|t| {
+            let cache: Option<CacheControl> = match raw::cache_control(t.cache_control)? {
+                Some(cache) => Some(cache),
+                None => raw::cache_control(t.function.cache_control)?,
+            };
+            Ok(Tool {
+                name: t.function.name.into_owned(),
+                description: t.function.description.map(Cow::into_owned),
+                parameters: t.function.parameters.map(RawJson::from_raw),
+                cache,
+            })
         })
-        .collect())
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -39,22 +39,47 @@ pub(super) struct WireUsage {
     pub(super) prompt_tokens: u64,
     #[serde(default)]
     pub(super) completion_tokens: u64,
+    /// `null` from some compatible servers.
+    #[serde(default)]
+    pub(super) prompt_tokens_details: Option<PromptDetails>,
+}
+
+/// What `prompt_tokens` holds. `cached_tokens` is OpenAI's; `cache_write_tokens` is the name
+/// OpenRouter gives a cache write in this shape, and the gateway's for Anthropic's cache
+/// creation count when it writes this dialect.
+#[derive(Deserialize, Serialize, Default)]
+pub(super) struct PromptDetails {
+    #[serde(default)]
+    pub(super) cached_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
+        let details = u.prompt_tokens_details.unwrap_or_default();
         Usage {
             input: u.prompt_tokens,
             output: u.completion_tokens,
+            cache_read: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
         }
     }
 }
 
+/// Written with `prompt_tokens_details` only when a cache count is known: a translated answer
+/// does not claim "nothing cached" for a provider that did not say.
 #[derive(Serialize)]
 pub(super) struct OutUsage {
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_tokens_details: Option<PromptDetails>,
 }
 
 impl From<Usage> for OutUsage {
@@ -63,6 +88,12 @@ impl From<Usage> for OutUsage {
             prompt_tokens: u.input,
             completion_tokens: u.output,
             total_tokens: u.input.saturating_add(u.output),
+            prompt_tokens_details: (u.cache_read > 0 || u.cache_write > 0).then_some(
+                PromptDetails {
+                    cached_tokens: u.cache_read,
+                    cache_write_tokens: u.cache_write,
+                },
+            ),
         }
     }
 }

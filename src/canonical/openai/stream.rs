@@ -201,10 +201,7 @@ mod tests {
                     fragment: r#"{"a":1}"#.into()
                 },
                 StreamEvent::Finish(FinishReason::ToolCalls),
-                StreamEvent::Usage(Usage {
-                    input: 3,
-                    output: 4
-                }),
+                StreamEvent::Usage(Usage::new(3, 4)),
                 StreamEvent::Error {
                     message: "Overloaded".into(),
                     kind: ErrorClass::Overloaded

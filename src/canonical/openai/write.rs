@@ -170,9 +170,10 @@ struct OutJsonSchema<'a> {
     strict: Option<bool>,
 }
 
-/// Content parts as OpenAI content: one text part as a string, else an array.
+/// Content parts as OpenAI content: one text part as a string, else an array. Cache
+/// breakpoints are not written: OpenAI caches by prefix.
 fn out_content(parts: &[Part]) -> OutContent<'_> {
-    if let [Part::Text(text)] = parts {
+    if let [Part::Text(text)] | [Part::Text(text), Part::CacheBreakpoint(_)] = parts {
         return OutContent::Text(text);
     }
     let out: Vec<OutPart<'_>> = parts
@@ -188,6 +189,7 @@ fn out_content(parts: &[Part]) -> OutContent<'_> {
             Part::Other { dialect, raw } => {
                 (*dialect == Dialect::OpenAi).then_some(OutPart::Raw(raw))
             }
+            Part::CacheBreakpoint(_) => None,
         })
         .collect();
     if out.is_empty() {

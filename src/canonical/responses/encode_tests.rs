@@ -50,10 +50,7 @@ fn a_text_stream_comes_in_the_documented_order() {
     }
     assert!(!String::from_utf8_lossy(&out).contains("response.completed"));
     assert_eq!(encoder.final_response(), None);
-    let usage = Usage {
-        input: 3,
-        output: 2,
-    };
+    let usage = Usage::new(3, 2);
     encoder.encode(&StreamEvent::Usage(usage), &mut out);
     let len = out.len();
     encoder.finish(&mut out);
@@ -274,10 +271,7 @@ fn a_resumed_stream_goes_on_in_the_open_item() {
             name: "f".into(),
         },
         StreamEvent::Finish(FinishReason::ToolCalls),
-        StreamEvent::Usage(Usage {
-            input: 1,
-            output: 1,
-        }),
+        StreamEvent::Usage(Usage::new(1, 1)),
     ] {
         encoder.encode(&event, &mut out);
     }

@@ -206,6 +206,7 @@ fn parse_input(raw: &RawValue, req: &mut ChatRequest) -> Result<(), TranslateErr
                     tool_call_id,
                     content: output_text(index, output)?,
                     is_error: false,
+                    cache: None,
                 }));
             }
             _ => push_part(&mut req.messages, other(item_raw)),
@@ -412,6 +413,7 @@ impl WireTool<'_> {
                 .parameters
                 .filter(|p| raw::shape(p) != Shape::Null)
                 .map(RawJson::from_raw),
+            cache: None,
         })
     }
 }

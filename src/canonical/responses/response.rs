@@ -46,13 +46,32 @@ pub(super) struct WireUsage {
     pub(super) input_tokens: u64,
     #[serde(default)]
     pub(super) output_tokens: u64,
+    #[serde(default)]
+    pub(super) input_tokens_details: Option<InputDetails>,
+}
+
+/// What `input_tokens` holds: `cached_tokens` is OpenAI's; `cache_write_tokens` is Azure AI
+/// Foundry's name for a cache write, and the gateway's for Anthropic's cache creation count.
+#[derive(Deserialize, Serialize, Default)]
+pub(super) struct InputDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
+        let details = u.input_tokens_details.unwrap_or_default();
         Usage {
             input: u.input_tokens,
             output: u.output_tokens,
+            cache_read: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
         }
     }
 }
@@ -212,18 +231,14 @@ pub(super) struct OutFailure<'a> {
     pub(super) message: &'a str,
 }
 
+/// The details are not optional in this dialect (the SDKs' types require them).
 #[derive(Serialize)]
 pub(super) struct OutUsage {
     input_tokens: u64,
-    input_tokens_details: CachedTokens,
+    input_tokens_details: InputDetails,
     output_tokens: u64,
     output_tokens_details: ReasoningTokens,
     total_tokens: u64,
-}
-
-#[derive(Serialize)]
-struct CachedTokens {
-    cached_tokens: u64,
 }
 
 #[derive(Serialize)]
@@ -235,7 +250,10 @@ impl From<Usage> for OutUsage {
     fn from(u: Usage) -> Self {
         OutUsage {
             input_tokens: u.input,
-            input_tokens_details: CachedTokens { cached_tokens: 0 },
+            input_tokens_details: InputDetails {
+                cached_tokens: u.cache_read,
+                cache_write_tokens: u.cache_write,
+            },
             output_tokens: u.output,
             output_tokens_details: ReasoningTokens {
                 reasoning_tokens: 0,
@@ -407,8 +425,8 @@ mod tests {
                 }],
                 finish_reason: FinishReason::ToolCalls,
                 usage: Some(Usage {
-                    input: 30,
-                    output: 20
+                    cache_read: 10,
+                    ..Usage::new(30, 20)
                 }),
             }
         );
@@ -449,10 +467,7 @@ mod tests {
                 arguments: "{}".into(),
             }],
             finish_reason: FinishReason::ToolCalls,
-            usage: Some(Usage {
-                input: 3,
-                output: 4,
-            }),
+            usage: Some(Usage::new(3, 4)),
         };
         let body = write_response(&resp).unwrap();
         let out: Value = serde_json::from_slice(&body).unwrap();

@@ -379,10 +379,7 @@ mod tests {
                     fragment: ":1}".into()
                 },
                 StreamEvent::Finish(FinishReason::ToolCalls),
-                StreamEvent::Usage(Usage {
-                    input: 10,
-                    output: 5
-                }),
+                StreamEvent::Usage(Usage::new(10, 5)),
             ]
         );
     }

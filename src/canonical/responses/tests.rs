@@ -123,6 +123,7 @@ fn parses_a_codex_request() {
             tool_call_id: "call_1".into(),
             content: "Cargo.toml\nsrc".into(),
             is_error: false,
+            cache: None,
         })
     );
     // The second reasoning item and the answer after it are one assistant message.
@@ -211,6 +212,7 @@ fn parses_the_agents_sdk_shape() {
             tool_call_id: "call_x".into(),
             content: "sunny".into(),
             is_error: false,
+            cache: None,
         })
     );
     assert_eq!(req.messages[3], Message::assistant("It is sunny."));
@@ -277,6 +279,7 @@ fn rewritten_tools_keep_strict_and_others_are_not_strict() {
         name: "from_chat".into(),
         description: None,
         parameters: None,
+        cache: None,
     });
     let out = json_of(&write_request(&req, "gpt-4.1").unwrap());
     assert_eq!(out["tools"][0]["description"], "Weather, now");
@@ -512,10 +515,7 @@ fn an_encoded_stream_decodes_to_the_same_events() {
         id: "resp_1".into(),
         model: "gpt-5".into(),
     };
-    let usage = StreamEvent::Usage(Usage {
-        input: 12,
-        output: 7,
-    });
+    let usage = StreamEvent::Usage(Usage::new(12, 7));
     let tools = vec![
         start.clone(),
         StreamEvent::TextDelta("Let me ".into()),

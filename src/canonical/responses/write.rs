@@ -160,9 +160,10 @@ impl Serialize for Rest<'_> {
     }
 }
 
-/// A user message's content: one text part as a string, else parts.
+/// A user message's content: one text part as a string, else parts. Cache breakpoints have
+/// no place in this dialect.
 fn user_content(parts: &[Part]) -> OutContent<'_> {
-    if let [Part::Text(text)] = parts {
+    if let [Part::Text(text)] | [Part::Text(text), Part::CacheBreakpoint(_)] = parts {
         return OutContent::Text(text);
     }
     let out: Vec<OutPart<'_>> = parts
@@ -175,6 +176,7 @@ fn user_content(parts: &[Part]) -> OutContent<'_> {
             Part::Other { dialect, raw } => {
                 (*dialect == Dialect::Responses).then_some(OutPart::Raw(raw))
             }
+            Part::CacheBreakpoint(_) => None,
         })
         .collect();
     if out.is_empty() {

@@ -27,6 +27,10 @@ pub(super) struct Reply {
 pub(super) struct Answer {
     pub(super) stream: bool,
     pub(super) prompt_tokens: u64,
+    /// Prompt tokens read from and written to the cache (the plan's), which Anthropic counts
+    /// apart from `input_tokens`.
+    pub(super) cache_read: u64,
+    pub(super) cache_write: u64,
     /// The canonical text, or what remains of it after a prefill.
     pub(super) text: String,
     /// Answer with the tool call instead of the text.
@@ -46,6 +50,19 @@ impl Answer {
             chunks(&self.text).len()
         };
         u64::try_from(count).unwrap_or(u64::MAX)
+    }
+
+    /// `usage` with `output_tokens`: the cache counts (with the write's split by time to
+    /// live) only when the plan asks for some, as `cache_control` would make them.
+    fn usage(&self, output_tokens: u64) -> Value {
+        let mut usage = json!({"input_tokens": self.prompt_tokens});
+        if self.cache_read > 0 || self.cache_write > 0 {
+            usage["cache_creation_input_tokens"] = json!(self.cache_write);
+            usage["cache_read_input_tokens"] = json!(self.cache_read);
+            usage["cache_creation"] = json!({"ephemeral_5m_input_tokens": self.cache_write, "ephemeral_1h_input_tokens": 0});
+        }
+        usage["output_tokens"] = json!(output_tokens);
+        usage
     }
 
     fn stop_reason(&self) -> &'static str {
@@ -102,7 +119,7 @@ pub(super) fn message(reply: &Reply, answer: &Answer) -> Value {
         "content": content,
         "stop_reason": answer.stop_reason(),
         "stop_sequence": null,
-        "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": answer.output_tokens()},
+        "usage": answer.usage(answer.output_tokens()),
     })
 }
 
@@ -127,7 +144,7 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
                 "content": [],
                 "stop_reason": null,
                 "stop_sequence": null,
-                "usage": {"input_tokens": answer.prompt_tokens, "output_tokens": 1},
+                "usage": answer.usage(1),
             },
         }),
     );
@@ -224,6 +241,8 @@ mod tests {
         Answer {
             stream: true,
             prompt_tokens: 3,
+            cache_read: 0,
+            cache_write: 0,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
             thinking: None,
@@ -239,6 +258,17 @@ mod tests {
         let text = message(&reply, &answer(false));
         assert_eq!(text["content"][0]["text"], "alpha-1 bravo-2.");
         assert_eq!(text["usage"]["output_tokens"], 2);
+        assert!(text["usage"].get("cache_read_input_tokens").is_none());
+        let cached = Answer {
+            cache_read: 1000,
+            cache_write: 24,
+            ..answer(false)
+        };
+        let usage = &message(&reply, &cached)["usage"];
+        assert_eq!(usage["input_tokens"], 3, "the cached tokens are not in it");
+        assert_eq!(usage["cache_read_input_tokens"], 1000);
+        assert_eq!(usage["cache_creation_input_tokens"], 24);
+        assert_eq!(usage["cache_creation"]["ephemeral_5m_input_tokens"], 24);
         let tool = message(&reply, &answer(true));
         assert_eq!(tool["stop_reason"], "tool_use");
         assert_eq!(tool["content"][0]["id"], "toolu_mock_4");

@@ -22,6 +22,8 @@ pub(super) struct Reply {
 #[derive(Debug, Clone)]
 pub(super) struct Answer {
     pub(super) prompt_tokens: u64,
+    /// Prompt tokens read from the cache, on top of `prompt_tokens` (the plan's).
+    pub(super) cache_read: u64,
     /// The canonical text, or what remains of it after a prefill.
     pub(super) text: String,
     /// Answer with the function call instead of the text.
@@ -41,13 +43,19 @@ impl Answer {
         u64::try_from(count).unwrap_or(u64::MAX)
     }
 
-    fn usage(&self) -> Value {
-        let output = self.output_tokens();
-        json!({
-            "promptTokenCount": self.prompt_tokens,
-            "candidatesTokenCount": output,
-            "totalTokenCount": self.prompt_tokens.saturating_add(output),
-        })
+    /// The whole usage; without `output` (a chunk before the last), the prompt's only.
+    /// Gemini counts cached tokens in `promptTokenCount` and says how many apart.
+    fn usage(&self, output: Option<u64>) -> Value {
+        let prompt = self.prompt_tokens.saturating_add(self.cache_read);
+        let mut usage = json!({"promptTokenCount": prompt});
+        if let Some(output) = output {
+            usage["candidatesTokenCount"] = json!(output);
+        }
+        usage["totalTokenCount"] = json!(prompt.saturating_add(output.unwrap_or(0)));
+        if self.cache_read > 0 {
+            usage["cachedContentTokenCount"] = json!(self.cache_read);
+        }
+        usage
     }
 }
 
@@ -77,9 +85,9 @@ fn chunk(reply: &Reply, answer: &Answer, parts: Value, last: bool) -> Value {
         if let Some(object) = candidate.as_object_mut() {
             object.insert("finishReason".into(), json!("STOP"));
         }
-        answer.usage()
+        answer.usage(Some(answer.output_tokens()))
     } else {
-        json!({"promptTokenCount": answer.prompt_tokens, "totalTokenCount": answer.prompt_tokens})
+        answer.usage(None)
     };
     json!({
         "candidates": [candidate],
@@ -170,6 +178,7 @@ mod tests {
     fn answer(tool_call: bool) -> Answer {
         Answer {
             prompt_tokens: 3,
+            cache_read: 0,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
             signed: false,
@@ -185,6 +194,16 @@ mod tests {
         );
         assert_eq!(text["candidates"][0]["finishReason"], "STOP");
         assert_eq!(text["usageMetadata"]["totalTokenCount"], 5);
+        assert!(text["usageMetadata"]
+            .get("cachedContentTokenCount")
+            .is_none());
+        let cached = Answer {
+            cache_read: 2048,
+            ..answer(false)
+        };
+        let usage = &response(&reply(), &cached)["usageMetadata"];
+        assert_eq!(usage["promptTokenCount"], 2051);
+        assert_eq!(usage["cachedContentTokenCount"], 2048);
         assert_eq!(text["responseId"], "mock-2");
         let call = response(&reply(), &answer(true));
         let part = &call["candidates"][0]["content"]["parts"][0];

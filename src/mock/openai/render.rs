@@ -28,6 +28,8 @@ pub(super) struct Answer {
     pub(super) stream: bool,
     pub(super) include_usage: bool,
     pub(super) prompt_tokens: u64,
+    /// Prompt tokens read from the cache, on top of `prompt_tokens` (the plan's).
+    pub(super) cache_read: u64,
     /// The text to send: the canonical text, or what remains of it after a prefill.
     pub(super) text: String,
     /// Answer with the tool call instead of the text.
@@ -45,13 +47,21 @@ impl Answer {
         u64::try_from(count).unwrap_or(u64::MAX)
     }
 
+    /// OpenAI counts cached tokens in `prompt_tokens` and says how many in its details
+    /// (written only when the plan asks for a cache read).
     fn usage(&self) -> Value {
         let completion = self.completion_tokens();
-        json!({
-            "prompt_tokens": self.prompt_tokens,
+        let prompt = self.prompt_tokens.saturating_add(self.cache_read);
+        let mut usage = json!({
+            "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "total_tokens": self.prompt_tokens.saturating_add(completion),
-        })
+            "total_tokens": prompt.saturating_add(completion),
+        });
+        if self.cache_read > 0 {
+            usage["prompt_tokens_details"] =
+                json!({"cached_tokens": self.cache_read, "audio_tokens": 0});
+        }
+        usage
     }
 
     fn finish_reason(&self) -> &'static str {
@@ -198,6 +208,7 @@ mod tests {
             stream: true,
             include_usage: false,
             prompt_tokens: 3,
+            cache_read: 0,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
         }
@@ -209,6 +220,14 @@ mod tests {
         assert_eq!(text["id"], "chatcmpl-mock-7");
         assert_eq!(text["choices"][0]["message"]["content"], "alpha-1 bravo-2.");
         assert_eq!(text["usage"]["total_tokens"], 5);
+        assert!(text["usage"].get("prompt_tokens_details").is_none());
+        let cached = Answer {
+            cache_read: 1024,
+            ..answer(false)
+        };
+        let usage = &completion(&reply(), &cached)["usage"];
+        assert_eq!(usage["prompt_tokens"], 1027);
+        assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 1024);
         let tool = completion(&reply(), &answer(true));
         assert_eq!(tool["choices"][0]["finish_reason"], "tool_calls");
         let call = &tool["choices"][0]["message"]["tool_calls"][0];

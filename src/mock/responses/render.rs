@@ -66,6 +66,8 @@ pub(super) enum Reasoning {
 pub(super) struct Answer {
     pub(super) stream: bool,
     pub(super) input_tokens: u64,
+    /// Input tokens read from the cache, on top of `input_tokens` (the plan's).
+    pub(super) cache_read: u64,
     /// The text to send: the canonical text, or what remains of it after a prefill.
     pub(super) text: String,
     /// Answer with the tool call instead of the text.
@@ -98,12 +100,13 @@ impl Answer {
 
     pub(super) fn usage(&self) -> Value {
         let output = self.output_tokens();
+        let input = self.input_tokens.saturating_add(self.cache_read);
         json!({
-            "input_tokens": self.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": self.cache_read},
             "output_tokens": output,
             "output_tokens_details": {"reasoning_tokens": self.reasoning_tokens()},
-            "total_tokens": self.input_tokens.saturating_add(output),
+            "total_tokens": input.saturating_add(output),
         })
     }
 }
@@ -248,6 +251,7 @@ pub(super) mod tests {
         Answer {
             stream: false,
             input_tokens: 3,
+            cache_read: 0,
             text: "alpha-1 bravo-2.".into(),
             tool_call,
             reasoning,
@@ -266,6 +270,13 @@ pub(super) mod tests {
         assert_eq!(text["output"][0]["content"][0]["text"], "alpha-1 bravo-2.");
         assert_eq!(text["output"][0]["content"][0]["annotations"], json!([]));
         assert_eq!(text["usage"]["total_tokens"], 5);
+        let cached = Answer {
+            cache_read: 1024,
+            ..answer(false, Reasoning::None)
+        };
+        let usage = &completed(&reply(), &cached)["usage"];
+        assert_eq!(usage["input_tokens"], 1027);
+        assert_eq!(usage["input_tokens_details"]["cached_tokens"], 1024);
         let tool = completed(&reply(), &answer(true, Reasoning::Encrypted));
         assert_eq!(tool["output"][0]["type"], "reasoning");
         let sealed = tool["output"][0]["encrypted_content"]

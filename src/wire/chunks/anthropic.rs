@@ -47,12 +47,69 @@ struct DeltaView<'a> {
     stop_reason: Option<&'a RawValue>,
 }
 
+/// Anthropic's token counts, as much as the audit keeps: `input_tokens` leaves out what the
+/// prompt cache read and wrote; the write's total is `cache_creation_input_tokens`, else the
+/// sum of its parts by time to live (`cache_creation`). In a stream every field is optional.
 #[derive(Deserialize, Default)]
-struct UsageView {
+pub(in crate::wire) struct UsageView {
     #[serde(default)]
     input_tokens: Option<u64>,
     #[serde(default)]
     output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation: Option<CacheCreationView>,
+}
+
+#[derive(Deserialize, Default)]
+struct CacheCreationView {
+    #[serde(default)]
+    ephemeral_5m_input_tokens: u64,
+    #[serde(default)]
+    ephemeral_1h_input_tokens: u64,
+}
+
+impl UsageView {
+    fn cache_write(&self) -> Option<u64> {
+        self.cache_creation_input_tokens.or_else(|| {
+            self.cache_creation.as_ref().map(|c| {
+                c.ephemeral_5m_input_tokens
+                    .saturating_add(c.ephemeral_1h_input_tokens)
+            })
+        })
+    }
+
+    /// Folds these counts into `usage`: the ones given replace what was there (a stream's
+    /// `message_delta` counts are cumulative), the prompt total follows.
+    fn merge_into(&self, usage: &mut Usage) {
+        let uncached = usage
+            .prompt_tokens
+            .saturating_sub(usage.cache_read_tokens)
+            .saturating_sub(usage.cache_write_tokens);
+        let uncached = self.input_tokens.unwrap_or(uncached);
+        if let Some(read) = self.cache_read_input_tokens {
+            usage.cache_read_tokens = read;
+        }
+        if let Some(write) = self.cache_write() {
+            usage.cache_write_tokens = write;
+        }
+        if let Some(output) = self.output_tokens {
+            usage.completion_tokens = output;
+        }
+        usage.prompt_tokens = uncached
+            .saturating_add(usage.cache_read_tokens)
+            .saturating_add(usage.cache_write_tokens);
+    }
+
+    /// The counts of a whole message.
+    pub(in crate::wire) fn usage(&self) -> Usage {
+        let mut usage = Usage::default();
+        self.merge_into(&mut usage);
+        usage
+    }
 }
 
 #[derive(Deserialize)]
@@ -99,9 +156,8 @@ impl ChunkTracker {
                     .message
                     .and_then(|m| serde_json::from_str::<MessageView>(m.get()).ok());
                 if let Some(m) = message {
-                    let input = m.usage.and_then(|u| u.input_tokens);
-                    if let Some(input) = input {
-                        self.usage.get_or_insert_with(Usage::default).prompt_tokens = input;
+                    if let Some(u) = m.usage {
+                        u.merge_into(self.usage.get_or_insert_with(Usage::default));
                     }
                     self.meta = Some(ChunkMeta {
                         id: m.id,
@@ -154,11 +210,9 @@ impl ChunkTracker {
                     self.committed = true;
                     self.finished = true;
                 }
-                if let Some(output) = view.usage.and_then(|u| u.output_tokens) {
-                    self.usage_seen = true;
-                    self.usage
-                        .get_or_insert_with(Usage::default)
-                        .completion_tokens = output;
+                if let Some(u) = view.usage {
+                    self.usage_seen |= u.output_tokens.is_some();
+                    u.merge_into(self.usage.get_or_insert_with(Usage::default));
                 }
             }
             "message_stop" => return ChunkAction::Done,
@@ -225,11 +279,12 @@ mod tests {
         let end = r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":7}}"#;
         t.on_event(&ev("message_delta", end));
         assert!(t.finished && t.usage_seen);
+        // Every input token: the 12 Anthropic counts and the 400 the cache read.
         assert_eq!(
             t.usage,
             Some(Usage {
-                prompt_tokens: 12,
-                completion_tokens: 7
+                cache_read_tokens: 400,
+                ..Usage::new(412, 7)
             })
         );
         assert!(matches!(
@@ -237,6 +292,34 @@ mod tests {
             ChunkAction::Done
         ));
         assert!(String::from_utf8_lossy(&t.terminator()).starts_with("event: message_stop\n"));
+    }
+
+    #[test]
+    fn cache_counts_add_to_the_input_and_the_last_event_that_gives_one_wins() {
+        let mut t = ChunkTracker::for_dialect(Dialect::Anthropic, true);
+        // A write given only by its parts (1h and 5m) counts as their sum.
+        let start = r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":5,"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":20},"output_tokens":1}}}"#;
+        t.on_event(&ev("message_start", start));
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                cache_write_tokens: 120,
+                ..Usage::new(125, 1)
+            })
+        );
+        // message_delta's counts are cumulative: the total replaces the parts, the read is
+        // new, the input it does not give stays.
+        let end = r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9,"cache_creation_input_tokens":130,"cache_read_input_tokens":2000,"cache_creation":{"ephemeral_5m_input_tokens":1,"ephemeral_1h_input_tokens":1}}}"#;
+        t.on_event(&ev("message_delta", end));
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                prompt_tokens: 2135,
+                completion_tokens: 9,
+                cache_read_tokens: 2000,
+                cache_write_tokens: 130,
+            })
+        );
     }
 
     #[test]

@@ -17,16 +17,78 @@ use serde_json::value::RawValue;
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
 
+pub(super) use anthropic::UsageView as AnthropicUsage;
 pub use responses::ResponsesProgress;
+pub(super) use responses::UsageView as ResponsesUsage;
 
-/// Token counts as OpenAI reports them (Anthropic's `input_tokens` and `output_tokens` are
-/// read into the same two).
+/// Token counts as OpenAI counts them: `prompt_tokens` is every input token, those the prompt
+/// cache read (`cache_read_tokens`) or wrote (`cache_write_tokens`) included. Read from an
+/// OpenAI `usage` object (`prompt_tokens_details.cached_tokens` and `.cache_write_tokens`); the
+/// other dialects' counts are read into the same meaning (Anthropic's `input_tokens` plus its
+/// two cache counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "OpenAiUsage")]
 pub struct Usage {
-    #[serde(default)]
     pub prompt_tokens: u64,
-    #[serde(default)]
     pub completion_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt and completion tokens, with no cache counts.
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            ..Usage::default()
+        }
+    }
+}
+
+impl From<crate::canonical::Usage> for Usage {
+    fn from(u: crate::canonical::Usage) -> Self {
+        Usage {
+            prompt_tokens: u.input,
+            completion_tokens: u.output,
+            cache_read_tokens: u.cache_read,
+            cache_write_tokens: u.cache_write,
+        }
+    }
+}
+
+/// An OpenAI `usage` object, as much as [`Usage`] keeps of it.
+#[derive(Deserialize)]
+struct OpenAiUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    /// `null` from some compatible servers.
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+    #[serde(default)]
+    cache_write_tokens: u64,
+}
+
+impl From<OpenAiUsage> for Usage {
+    fn from(u: OpenAiUsage) -> Self {
+        let (read, write) = u
+            .prompt_tokens_details
+            .map_or((0, 0), |d| (d.cached_tokens, d.cache_write_tokens));
+        Usage {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+        }
+    }
 }
 
 /// What one upstream event means for the relay.
@@ -324,6 +386,27 @@ mod tests {
         assert!(t.usage_seen);
         let mut t = ChunkTracker::new(true);
         assert!(matches!(t.on_event(&ev(usage)), ChunkAction::Forward(_)));
+    }
+
+    #[test]
+    fn the_usage_chunk_says_what_the_cache_read_and_wrote() {
+        let mut t = ChunkTracker::new(true);
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100,"audio_tokens":0}}}"#;
+        t.on_event(&ev(usage));
+        assert_eq!(
+            t.usage,
+            Some(Usage {
+                prompt_tokens: 1200,
+                completion_tokens: 5,
+                cache_read_tokens: 1024,
+                cache_write_tokens: 100,
+            })
+        );
+        // Some compatible servers send `null` details.
+        let mut t = ChunkTracker::new(true);
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}}"#;
+        t.on_event(&ev(usage));
+        assert_eq!(t.usage, Some(Usage::new(3, 1)));
     }
 
     #[test]

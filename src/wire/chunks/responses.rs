@@ -63,12 +63,35 @@ struct ResponseView<'a> {
     error: Option<ErrorView<'a>>,
 }
 
+/// A Responses `usage`: `input_tokens` counts the cached ones, as OpenAI Chat's does.
 #[derive(Deserialize)]
-struct UsageView {
+pub(in crate::wire) struct UsageView {
     #[serde(default)]
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<InputDetailsView>,
+}
+
+#[derive(Deserialize)]
+struct InputDetailsView {
+    #[serde(default)]
+    cached_tokens: u64,
+    #[serde(default)]
+    cache_write_tokens: u64,
+}
+
+impl UsageView {
+    pub(in crate::wire) fn usage(&self) -> Usage {
+        let details = self.input_tokens_details.as_ref();
+        Usage {
+            prompt_tokens: self.input_tokens,
+            completion_tokens: self.output_tokens,
+            cache_read_tokens: details.map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: details.map_or(0, |d| d.cache_write_tokens),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -205,10 +228,7 @@ impl ChunkTracker {
                     .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok());
                 if let Some(u) = response.and_then(|r| r.usage) {
                     self.usage_seen = true;
-                    self.usage = Some(Usage {
-                        prompt_tokens: u.input_tokens,
-                        completion_tokens: u.output_tokens,
-                    });
+                    self.usage = Some(u.usage());
                 }
                 self.committed = true;
                 self.finished = true;
@@ -339,14 +359,14 @@ mod tests {
         let progress = t.responses_progress().cloned().unwrap_or_default();
         assert_eq!(progress.open_text, None);
         assert_eq!(progress.done_items.len(), 1);
-        let completed = r#"{"type":"response.completed","sequence_number":6,"response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":12,"output_tokens":3,"total_tokens":15}}}"#;
+        let completed = r#"{"type":"response.completed","sequence_number":6,"response":{"id":"resp_1","status":"completed","output":[],"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":8},"output_tokens":3,"total_tokens":15}}}"#;
         assert!(forwarded(t.on_event(&ev(completed))).contains("response.completed"));
         assert!(t.finished && t.usage_seen);
         assert_eq!(
             t.usage,
             Some(Usage {
-                prompt_tokens: 12,
-                completion_tokens: 3
+                cache_read_tokens: 8,
+                ..Usage::new(12, 3)
             })
         );
         assert!(t.terminator().is_empty(), "the completed event is the end");
