@@ -15,8 +15,9 @@
 //! Shares follow the scores within bounds: a target the breaker keeps out (open, or half-open
 //! with only probes) has none, at once; a ramping one at most what its ramp admits; every
 //! other healthy one at least `floor`, and one departed from its own behaviour (failing, slower
-//! than its baseline, near its rate limit) at least a quarter of it; and no share moves more
-//! than `max_step` in one interval.
+//! than its baseline, near its rate limit) what still measures it (two requests an interval,
+//! within a quarter of the floor and the floor); and no share moves more than `max_step` in one
+//! interval.
 
 use std::time::Duration;
 
@@ -31,9 +32,12 @@ const SELF_POWER: i32 = 4;
 const PEER_POWER: i32 = 2;
 /// Below this remaining share of its rate limit, a target's score falls in proportion.
 const HEADROOM_LOW: f64 = 0.10;
-/// A target departed from its own behaviour keeps this part of the floor: a trickle that still
-/// shows it recover (each sample counts, see [`PER_SAMPLE`]) but stays out of the clients'
-/// tail. The full floor of 2% is more than a p99 can hide; a quarter of it is not.
+/// A target departed from its own behaviour keeps the traffic that still measures it: this many
+/// requests an interval (each sample counts, see [`PER_SAMPLE`], so it is seen to recover)...
+const DEGRADED_SAMPLES: f64 = 2.0;
+/// ...as a share of the route's requests, but never below this part of the floor nor above the
+/// floor. At a high rate that keeps it out of the clients' tail (the full floor of 2% is more
+/// than a p99 can hide; half a percent is not); at a low rate a few requests are no tail.
 const DEGRADED_FLOOR: f64 = 0.25;
 /// How far one sample moves the fast estimate toward its interval's value: `n` samples move
 /// it `1 - (1 - PER_SAMPLE)^n` of the way, at most [`MAX_GAIN`]. A target on the floor gets a
@@ -263,11 +267,17 @@ impl Shares {
         }
 
         let caps: Vec<f64> = samples.iter().map(|s| s.gate.clamp(0.0, 1.0)).collect();
+        let attempts: u64 = samples.iter().map(|s| s.ok + s.failed).sum();
+        let degraded_floor = if attempts == 0 {
+            rules.floor
+        } else {
+            (DEGRADED_SAMPLES / attempts as f64).clamp(rules.floor * DEGRADED_FLOOR, rules.floor)
+        };
         let floors: Vec<f64> = (0..n)
             .map(|i| match (caps[i] >= 1.0, degraded[i]) {
                 (false, _) => 0.0,
                 (true, false) => rules.floor,
-                (true, true) => rules.floor * DEGRADED_FLOOR,
+                (true, true) => degraded_floor,
             })
             .collect();
         let goal = fill(&scores, &floors, &caps);

@@ -122,8 +122,12 @@ fn a_brownout_moves_traffic_off_within_a_few_intervals_and_back_on_recovery() {
     assert!((h[119][0] - 1.0 / 3.0).abs() < 0.02, "before: {:?}", h[119]);
     // Within three intervals of the brownout, the first target has lost most of its share...
     assert!(h[122][0] < 0.1, "after 3 intervals: {:?}", h[122]);
-    // ...and it stays at a quarter of the floor, still measured, while slow.
-    assert!((h[239][0] - 0.005).abs() < 1e-6, "during: {:?}", h[239]);
+    // ...and it keeps what still measures it while slow: two of the 180 requests an interval.
+    assert!(
+        (h[239][0] - 2.0 / 180.0).abs() < 1e-6,
+        "during: {:?}",
+        h[239]
+    );
     // Within a few intervals of recovering, it has its share back.
     assert!(
         (h[250][0] - 1.0 / 3.0).abs() < 0.02,
@@ -232,22 +236,37 @@ fn a_healthy_target_never_goes_below_the_floor() {
 }
 
 #[test]
-fn a_degraded_target_keeps_a_quarter_of_the_floor() {
+fn a_degraded_target_keeps_what_still_measures_it() {
     // Failing a third of its calls and fifty times slower than it was: not healthy, so it
-    // keeps only the trickle that shows it recover, and never less.
-    let priors = [1.0, 1.0, 1.0];
-    let mut s = Shares::new(&priors);
-    let h = run(&mut s, &priors, &[None; 3], 100, |i| {
-        let first = if i < 10 {
-            sample(100.0, 60, 0)
-        } else {
-            sample(5000.0, 60, 20)
-        };
-        vec![first, sample(100.0, 60, 0), sample(100.0, 60, 0)]
-    });
+    // keeps only the trickle that shows it recover: two requests an interval, within a quarter
+    // of the floor and the floor.
+    let degraded = |per_target: u64, intervals: usize| {
+        let priors = [1.0, 1.0, 1.0];
+        let mut s = Shares::new(&priors);
+        run(&mut s, &priors, &[None; 3], intervals, |i| {
+            let first = if i < 10 {
+                sample(100.0, per_target, 0)
+            } else {
+                sample(5000.0, per_target, per_target / 3)
+            };
+            vec![
+                first,
+                sample(100.0, per_target, 0),
+                sample(100.0, per_target, 0),
+            ]
+        })
+    };
+    // 1,800 requests an interval: a quarter of the floor is more than two of them.
+    let h = degraded(600, 100);
     assert!(h.iter().all(|v| v[0] >= 0.005 - 1e-9), "{:?}", h.last());
     assert!((h[99][0] - 0.005).abs() < 1e-6, "{:?}", h[99]);
     assert!((h[99][1] - 0.4975).abs() < 1e-6, "{:?}", h[99]);
+    // 240 an interval: two of them, 1/120.
+    let h = degraded(80, 100);
+    assert!((h[99][0] - 2.0 / 240.0).abs() < 1e-6, "{:?}", h[99]);
+    // 30: two of them would be more than the floor, which caps it.
+    let h = degraded(10, 100);
+    assert!((h[99][0] - 0.02).abs() < 1e-6, "{:?}", h[99]);
 }
 
 #[test]
