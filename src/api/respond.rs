@@ -40,20 +40,37 @@ pub(super) fn refused(mut resp: Response) -> Response {
     resp
 }
 
-/// Read the body within `max` bytes: 413 past it.
-async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
+/// Read a request body within `[server] max_body` (413 past it) and `body_timeout` (408 when
+/// it has not arrived whole by then: a client sending a byte a second holds its connection
+/// and its place under `max_in_flight` only this long). Every handler that reads a body reads
+/// it here.
+pub(super) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+    let max = state.max_body;
+    let read = Limited::new(body, max).collect();
+    match tokio::time::timeout(state.body_timeout, read).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request_error",
             "request_too_large",
             format!("request body is larger than the gateway's max_body ({max} bytes)"),
         )),
-        Err(_) => Err(ApiError::bad_request(
+        Ok(Err(_)) => Err(ApiError::bad_request(
             "body_read_error",
             "could not read the request body",
         )),
+        Err(_) => {
+            crate::metrics::bump(&state.shared.limits.body_timeout);
+            Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within the gateway's body_timeout ({} s)",
+                    state.body_timeout.as_secs_f64()
+                ),
+            ))
+        }
     }
 }
 
@@ -121,22 +138,7 @@ impl Edge {
             None => None,
         };
         let (failover, timeout) = controls(h)?;
-        let read = read_body(body, state.max_body);
-        let body = match tokio::time::timeout(state.body_timeout, read).await {
-            Ok(body) => body?,
-            Err(_) => {
-                crate::metrics::bump(&state.shared.limits.body_timeout);
-                return Err(ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "invalid_request_error",
-                    "request_timeout",
-                    format!(
-                        "the request body did not arrive within the gateway's body_timeout ({} s)",
-                        state.body_timeout.as_secs_f64()
-                    ),
-                ));
-            }
-        };
+        let body = read_body(state, body).await?;
         Ok(Edge {
             started,
             client_key_id,
