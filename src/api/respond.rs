@@ -126,17 +126,15 @@ pub(super) struct Edge {
 }
 
 impl Edge {
-    /// Check the client key and the control headers, read the body within `max_body`.
+    /// Check who may ask (`guard::client`: the client key, or a browser's origin and host)
+    /// and the control headers, read the body within `max_body` and `body_timeout`.
     pub(super) async fn open(
         state: &AppState,
         h: &HeaderMap,
         body: Body,
         started: Instant,
     ) -> Result<Edge, ApiError> {
-        let client_key_id = match state.auth.load().as_deref() {
-            Some(auth) => auth.client(h)?,
-            None => None,
-        };
+        let client_key_id = super::guard::client(state, h)?;
         let (failover, timeout) = controls(h)?;
         let body = read_body(state, body).await?;
         Ok(Edge {
