@@ -12,7 +12,7 @@
 //!   admin mutation must be JSON (which a foreign page cannot send without a preflight we never
 //!   grant) and, when an `Origin` is given, come from the gateway's own origin.
 //!
-//! - The client API without client keys ([`client`]): a foreign page can POST a prompt as a
+//! - The client API without client keys (`client`): a foreign page can POST a prompt as a
 //!   simple request and spend the provider credit of whoever runs the gateway, and a rebound
 //!   name reaches it as its own origin. A key is what stops both when keys are set (a page
 //!   cannot send one); without keys, a request whose `Origin` is another site's is refused,
