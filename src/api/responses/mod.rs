@@ -14,6 +14,8 @@
 //! them only.
 
 mod expand;
+#[cfg(fuzzing)]
+pub(super) mod fuzzing;
 pub(crate) mod provenance;
 mod tap;
 
