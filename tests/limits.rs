@@ -383,6 +383,45 @@ async fn a_request_body_not_whole_within_body_timeout_gets_408() {
     gw.stop().await;
 }
 
+/// The breaker override's body is bounded as the client API's is: sent too slowly, it gets
+/// 408 at `body_timeout` and the breaker is not touched. (Before: a body sent a byte a second
+/// held its connection for as long as the client liked.)
+#[tokio::test(start_paused = true)]
+async fn an_admin_body_not_whole_within_body_timeout_gets_408() {
+    let m = mocks(1).await;
+    let state = build(&with_server(&config(&m, ""), "body_timeout = \"3s\""));
+    let gw = Gateway::serve(state.clone(), None).await;
+    let t0 = Instant::now();
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    tcp.write_all(
+        b"POST /admin/targets/p0/model-0/breaker HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n{\"action\":",
+    )
+    .await
+    .unwrap();
+    let mut trickle = b"\"open\"}".iter();
+    let got = loop {
+        if let Some(got) = read_until_closed(&mut tcp, Duration::from_secs(1)).await {
+            break got;
+        }
+        // A byte a second, one short of the whole body.
+        if let Some(byte) = trickle.next().filter(|_| trickle.len() > 0) {
+            tcp.write_all(&[*byte]).await.unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "still open");
+    };
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("request_timeout"), "{got}");
+    let elapsed = t0.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(3) && elapsed < Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+    assert_eq!(limit_count(&state, "body_timeout").await, 1);
+    let status = get_in_process(&state, "/admin/status").await.1;
+    assert!(status.contains("\"state\":\"closed\""), "{status}");
+    gw.stop().await;
+}
+
 /// A request refused for `max_in_flight` has its audit record: status 503, no route, no
 /// attempt, under the request id the client got. (Before: it was refused unrecorded.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

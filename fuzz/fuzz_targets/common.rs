@@ -4,7 +4,12 @@ use switchyard::canonical::context::{self, TokenCounter};
 use switchyard::canonical::gemini::signature;
 use switchyard::canonical::{ChatRequest, Dialect};
 
-const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+const DIALECTS: [Dialect; 4] = [
+    Dialect::OpenAi,
+    Dialect::Anthropic,
+    Dialect::Gemini,
+    Dialect::Responses,
+];
 
 /// Parses `data` as a `dialect` request; one that parses is written in every dialect (each
 /// output must parse back, also with the Gemini signatures carried in its ids cut out, as

@@ -1,28 +1,31 @@
 //! Any bytes as an upstream stream, read the way the gateway reads one in passing: the first
-//! byte picks the dialect of the events (OpenAI chunks, or an Anthropic stream passed through)
-//! and where the bytes are split into reads; the SSE decoder frames events and the chunk tracker
-//! classifies each. Also the same bytes as an Anthropic client's body for pass-through.
+//! byte picks the dialect of the events (OpenAI chunks, an Anthropic stream or a Responses API
+//! stream passed through) and where the bytes are split into reads; the SSE decoder frames
+//! events and the chunk tracker classifies each. Also the same bytes as an Anthropic or a
+//! Responses client's body for pass-through: a JSON object must stay one with the target's
+//! model spliced in.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchyard::canonical::Dialect;
 use switchyard::wire::chunks::ChunkTracker;
 use switchyard::wire::sse::SseDecoder;
+use switchyard::wire::client::Head;
 use switchyard::wire::ClientWire;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, stream)) = data.split_first() else {
         return;
     };
-    let dialect = if pick & 1 == 0 {
-        Dialect::OpenAi
-    } else {
-        Dialect::Anthropic
+    let dialect = match pick & 3 {
+        0 => Dialect::OpenAi,
+        2 => Dialect::Responses,
+        _ => Dialect::Anthropic,
     };
-    let mut tracker = ChunkTracker::for_dialect(dialect, pick & 2 == 0);
-    tracker.set_capture(pick & 4 == 0);
+    let mut tracker = ChunkTracker::for_dialect(dialect, pick & 4 == 0);
+    tracker.set_capture(pick & 8 == 0);
     let mut decoder = SseDecoder::new();
-    let step = usize::from(pick >> 3).max(1);
+    let step = usize::from(pick >> 4).max(1);
     for piece in stream.chunks(step) {
         decoder.push(piece);
         while let Some(ev) = decoder.next_event() {
@@ -32,8 +35,34 @@ fuzz_target!(|data: &[u8]| {
     let _ = tracker.blocks();
     let _ = tracker.error_tail("fuzz");
     let headers = http::HeaderMap::new();
-    let body = bytes::Bytes::copy_from_slice(stream);
-    if let Some(wire) = ClientWire::native(Dialect::Anthropic, body, &headers, Some("beta=true")) {
-        let _ = wire.native_body(Dialect::Anthropic, "fuzz", "\"m\"");
+    let object = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(stream);
+    for client in [Dialect::Anthropic, Dialect::Responses] {
+        let body = bytes::Bytes::copy_from_slice(stream);
+        let Some(wire) = ClientWire::native(client, body, &headers, Some("beta=true")) else {
+            continue;
+        };
+        let Some(native) = wire.native_body(client, "p", "\"m\"") else {
+            continue;
+        };
+        if object.is_ok() {
+            let spliced = serde_json::from_slice::<serde_json::Value>(&native);
+            assert!(
+                spliced.is_ok_and(|v| v["model"] == "m"),
+                "{}",
+                String::from_utf8_lossy(&native)
+            );
+        }
+    }
+    // The Anthropic edge's own shallow read, and the splice it feeds.
+    if let Ok(head) = Head::anthropic(stream) {
+        let body = bytes::Bytes::copy_from_slice(stream);
+        let wire = ClientWire::native_read(Dialect::Anthropic, body, &head, &headers, None);
+        let native = wire.native_body(Dialect::Anthropic, "p", "\"m\"");
+        let spliced = native.as_deref().map(serde_json::from_slice::<serde_json::Value>);
+        assert!(
+            matches!(spliced, Some(Ok(ref v)) if v["model"] == "m"),
+            "{:?}",
+            native.as_deref().map(String::from_utf8_lossy)
+        );
     }
 });

@@ -5,7 +5,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
@@ -116,7 +115,7 @@ pub(super) async fn breaker(
     State(state): State<AppState>,
     Path(path): Path<String>,
     key: Option<axum::Extension<AdminKey>>,
-    body: Bytes,
+    body: axum::body::Body,
 ) -> Response {
     let Some(id) = path.strip_suffix("/breaker") else {
         return ApiError::new(
@@ -126,6 +125,10 @@ pub(super) async fn breaker(
             "use POST /admin/targets/{provider}/{model}/breaker",
         )
         .into_response();
+    };
+    let body = match super::respond::read_body(&state, body).await {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
     };
     let action = match serde_json::from_slice::<Action>(&body).map(|a| a.action) {
         Ok(a) if a == "open" => Manual::Open,

@@ -82,6 +82,12 @@ impl Auth {
         }
     }
 
+    /// Whether client keys are set (else the client API is open, and `guard::client` keeps
+    /// browsers of other sites out of it).
+    pub fn has_client_keys(&self) -> bool {
+        !self.clients.is_empty()
+    }
+
     /// The id of the client key this request carries, or 401; `None` when no client keys are
     /// set (any client is let in).
     pub fn client(&self, h: &HeaderMap) -> Result<Option<String>, ApiError> {

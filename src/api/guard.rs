@@ -12,9 +12,16 @@
 //!   admin mutation must be JSON (which a foreign page cannot send without a preflight we never
 //!   grant) and, when an `Origin` is given, come from the gateway's own origin.
 //!
-//! Scope: the admin endpoints and the dashboard only. `/metrics`, `/healthz` and `/readyz`
-//! are reached by scrapers and probes under whatever name they use, and the client API by SDKs
-//! under any name; none of them is checked here.
+//! - The client API without client keys (`client`): a foreign page can POST a prompt as a
+//!   simple request and spend the provider credit of whoever runs the gateway, and a rebound
+//!   name reaches it as its own origin. A key is what stops both when keys are set (a page
+//!   cannot send one); without keys, a request whose `Origin` is another site's is refused,
+//!   and a gateway listening on loopback (a laptop) answers only local names. SDKs, agents and
+//!   curl send no `Origin` and use the name they were given, so they pass.
+//!
+//! Not checked: `/metrics`, `/healthz` and `/readyz` (scrapers and probes use whatever name
+//! they have), and the `Host` of the client API on a gateway listening on other addresses (a
+//! server reached by SDKs under names it cannot know; `Origin` is still checked there).
 
 use std::net::IpAddr;
 
@@ -63,6 +70,18 @@ impl Hosts {
             return local;
         }
         self.listen.is_unspecified() && (host == "localhost" || ip.is_some())
+    }
+
+    /// Whether a page from `host` (an `Origin`'s, lowercase, without port or brackets) is the
+    /// gateway's own or the machine's: a loopback name or address, the listen address, or a
+    /// name in `allowed_hosts`. Stricter than [`Hosts::allows`]: on `0.0.0.0` any address is a
+    /// `Host` the gateway may be reached by, but a page served from any address is not one of
+    /// its own.
+    fn allows_origin(&self, host: &str) -> bool {
+        let ip = host.parse::<IpAddr>().ok();
+        host == "localhost"
+            || ip.is_some_and(|ip| ip.is_loopback() || (ip == self.listen && !ip.is_unspecified()))
+            || self.names.iter().any(|n| n == host)
     }
 }
 
@@ -161,6 +180,58 @@ pub async fn same_origin_json(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// Who may use the client API, checked before a request's body is read: with client keys, a
+/// request carrying one (its id; 401 else). Without them, anyone but a browser page of another
+/// site: an `Origin` whose host is not the gateway's own or the machine's
+/// ([`Hosts::allows_origin`]; `null` included) gets 403 `cross_origin`, and on a gateway
+/// listening on loopback a `Host` it does not know gets 403 `host_not_allowed` (DNS rebinding:
+/// a rebound page's reads carry no `Origin`). A request with neither header passes.
+pub(super) fn client(state: &AppState, h: &http::HeaderMap) -> Result<Option<String>, ApiError> {
+    if let Some(auth) = state.auth.load().as_deref() {
+        if auth.has_client_keys() {
+            return auth.client(h);
+        }
+    }
+    let hosts = &state.hosts;
+    if let Some(origin) = h.get(header::ORIGIN) {
+        let host = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .map(|(_, authority)| host_of(authority.trim_end_matches('/')));
+        if !host.is_some_and(|host| hosts.allows_origin(&host)) {
+            tracing::debug!(origin = ?origin, "refused: a client API request from another site");
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "cross_origin",
+                "this gateway's client API does not answer pages from other sites (the Origin \
+                 header names one); without [auth] keys only its own host names and the \
+                 machine's are trusted",
+            ));
+        }
+    }
+    if hosts.listen.is_loopback() {
+        let host = h
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .map(host_of);
+        if let Some(host) = host.filter(|host| !hosts.allows(host)) {
+            tracing::debug!(host = %host, "refused: a client API request for an unknown host");
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "host_not_allowed",
+                format!(
+                    "this gateway listens on loopback and does not answer for the host \
+                     `{host}`; add it to [server] allowed_hosts if it is the gateway's name"
+                ),
+            ));
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +274,20 @@ mod tests {
         let one = hosts("10.0.0.5", &[]);
         assert!(one.allows("10.0.0.5"));
         assert!(!one.allows("10.0.0.6") && !one.allows("localhost"));
+    }
+
+    #[test]
+    fn which_origins_are_the_gateways_own_or_the_machines() {
+        let all = hosts("0.0.0.0", &["gw.internal"]);
+        for ok in ["localhost", "127.0.0.1", "::1", "gw.internal"] {
+            assert!(all.allows_origin(ok), "{ok}");
+        }
+        // Any address may be a Host there, but a page served from one is not the gateway's.
+        for refused in ["10.0.0.5", "0.0.0.0", "evil.example", "null", ""] {
+            assert!(!all.allows_origin(refused), "{refused}");
+        }
+        let one = hosts("10.0.0.5", &[]);
+        assert!(one.allows_origin("10.0.0.5") && one.allows_origin("localhost"));
+        assert!(!one.allows_origin("10.0.0.6"));
     }
 }

@@ -14,6 +14,12 @@ pub mod readiness;
 mod respond;
 mod responses;
 
+/// Entry points into the edge's private handling for the fuzz targets (`fuzz/`), built only by
+/// `cargo fuzz` (`--cfg fuzzing`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use responses::fuzzing::responses_request as fuzz_responses_request;
+
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;

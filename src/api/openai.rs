@@ -60,7 +60,7 @@ async fn serve_chat(
 /// is set, as for completions: the SDKs send it).
 pub(super) async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
     let id = request_id::new();
-    if let Some(Err(e)) = state.auth.load().as_deref().map(|auth| auth.client(&h)) {
+    if let Err(e) = super::guard::client(&state, &h) {
         return with_id(e.into_response(), &id);
     }
     let routing = state.routing.load();

@@ -42,20 +42,43 @@ pub(super) fn refused(mut resp: Response) -> Response {
     resp
 }
 
-/// Read the body within `max` bytes: 413 past it.
-async fn read_body(body: Body, max: usize) -> Result<Bytes, ApiError> {
-    match Limited::new(body, max).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
+/// Read a request body within `[server] max_body` (413 past it) and `body_timeout` (408 when
+/// it has not arrived whole by then: a client sending a byte a second holds its connection
+/// and its place under `max_in_flight` only this long). Every handler that reads a body reads
+/// it here.
+pub(super) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
+    let max = state.max_body;
+    let mut read = std::pin::pin!(Limited::new(body, max).collect());
+    // Most bodies arrived with their head: read them without arming a timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match first {
+        Poll::Ready(read) => Ok(read),
+        Poll::Pending => tokio::time::timeout(state.body_timeout, read).await,
+    };
+    match read {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request_error",
             "request_too_large",
             format!("request body is larger than the gateway's max_body ({max} bytes)"),
         )),
-        Err(_) => Err(ApiError::bad_request(
+        Ok(Err(_)) => Err(ApiError::bad_request(
             "body_read_error",
             "could not read the request body",
         )),
+        Err(_) => {
+            crate::metrics::bump(&state.shared.limits.body_timeout);
+            Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within the gateway's body_timeout ({} s)",
+                    state.body_timeout.as_secs_f64()
+                ),
+            ))
+        }
     }
 }
 
@@ -111,39 +134,17 @@ pub(super) struct Edge {
 }
 
 impl Edge {
-    /// Check the client key and the control headers, read the body within `max_body`.
+    /// Check who may ask (`guard::client`: the client key, or a browser's origin and host)
+    /// and the control headers, read the body within `max_body` and `body_timeout`.
     pub(super) async fn open(
         state: &AppState,
         h: &HeaderMap,
         body: Body,
         started: Instant,
     ) -> Result<Edge, ApiError> {
-        let client_key_id = match state.auth.load().as_deref() {
-            Some(auth) => auth.client(h)?,
-            None => None,
-        };
+        let client_key_id = super::guard::client(state, h)?;
         let (failover, timeout) = controls(h)?;
-        let mut read = std::pin::pin!(read_body(body, state.max_body));
-        // Most bodies arrived with their head: read them without arming a timer.
-        let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
-        let body = match first {
-            Poll::Ready(body) => body?,
-            Poll::Pending => match tokio::time::timeout(state.body_timeout, read).await {
-                Ok(body) => body?,
-                Err(_) => {
-                    crate::metrics::bump(&state.shared.limits.body_timeout);
-                    return Err(ApiError::new(
-                        StatusCode::REQUEST_TIMEOUT,
-                        "invalid_request_error",
-                        "request_timeout",
-                        format!(
-                        "the request body did not arrive within the gateway's body_timeout ({} s)",
-                        state.body_timeout.as_secs_f64()
-                    ),
-                    ));
-                }
-            },
-        };
+        let body = read_body(state, body).await?;
         Ok(Edge {
             started,
             client_key_id,

@@ -5,8 +5,11 @@
 //! stops answering anyone (its health checks included). So, per `[server]`:
 //!
 //! - `header_timeout`: from its accept (or from the first byte of a request on a kept-alive
-//!   connection), a connection must deliver its request head within this, else it is closed.
-//! - `idle_timeout`: a connection with no request in flight and no new one started is closed.
+//!   connection; HTTP/2: from a HEADERS frame), a connection must deliver its request head
+//!   within this, else it is closed. Measured while no other request of the connection is in
+//!   flight (HTTP/2: a head begun beside a running stream is bounded from when that ends).
+//! - `idle_timeout`: a connection with no request in flight and no new one started is closed
+//!   (HTTP/2: no stream open; its pings and settings do not keep it open), HTTP/2 with GOAWAY.
 //! - `max_connections`: over every server thread; one more is accepted and closed at once.
 //! - `max_in_flight`: client API requests (completions, messages and responses; streams until they end)
 //!   over every server thread; one more gets 503 with `Retry-After` at once, in the client
@@ -18,7 +21,7 @@
 //!
 //! hyper's own `header_read_timeout` is not used: it also runs while a kept-alive connection
 //! waits for its next request, which would make `idle_timeout` the header timeout. Instead each
-//! connection's I/O notes when a new request starts arriving ([`Watched`]) and its service when
+//! connection's I/O notes when a new request starts arriving ([`heads`]) and its service when
 //! a request's head is complete and when its response ended ([`Done`]); the connection's task
 //! holds one timer, re-armed only when that phase changes. Each of these limits counts in
 //! `switchyard_limits_total` when it acts.
@@ -35,15 +38,18 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use http::{HeaderValue, Request, StatusCode, Version};
+use http::{HeaderValue, Request, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower_service::Service as _;
+
+mod heads;
+
+use heads::Watched;
 
 use super::AppError;
 use crate::api::error::ApiError;
@@ -236,10 +242,7 @@ async fn connection(
     mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let state = Arc::new(ConnState::new(slot));
-    let io = TokioIo::new(Watched {
-        io: tcp,
-        state: state.clone(),
-    });
+    let io = TokioIo::new(Watched::new(tcp, state.clone()));
     let service = Svc {
         app,
         conn: state.clone(),
@@ -298,8 +301,6 @@ struct ConnState {
     /// Bytes of a request arrived since the connection went idle (or it is new): its head is
     /// due by `since` + `header_timeout`.
     reading_head: AtomicBool,
-    /// HTTP/2: frames (pings, settings) arrive between requests; only idle time is bounded.
-    h2: AtomicBool,
     /// Nanoseconds after `origin` of the last change of phase.
     since: AtomicU64,
 }
@@ -312,7 +313,6 @@ impl ConnState {
             busy: AtomicUsize::new(0),
             // A new connection owes its first request head from its accept on.
             reading_head: AtomicBool::new(true),
-            h2: AtomicBool::new(false),
             since: AtomicU64::new(0),
         }
     }
@@ -334,22 +334,17 @@ impl ConnState {
         }
     }
 
-    /// Bytes arrived.
-    fn on_bytes(&self) {
-        if self.busy.load(Ordering::Acquire) == 0
-            && !self.reading_head.load(Ordering::Acquire)
-            && !self.h2.load(Ordering::Relaxed)
-        {
+    /// A request head may have begun arriving ([`heads`]): with no request in flight, its
+    /// head is due within `header_timeout` from now.
+    fn head_begins(&self) {
+        if self.busy.load(Ordering::Acquire) == 0 && !self.reading_head.load(Ordering::Acquire) {
             self.mark();
             self.reading_head.store(true, Ordering::Release);
         }
     }
 
     /// A request's head arrived whole.
-    fn begin(&self, version: Version) {
-        if version == Version::HTTP_2 {
-            self.h2.store(true, Ordering::Relaxed);
-        }
+    fn begin(&self) {
         self.busy.fetch_add(1, Ordering::AcqRel);
         self.reading_head.store(false, Ordering::Release);
     }
@@ -359,57 +354,6 @@ impl ConnState {
         if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.mark();
         }
-    }
-}
-
-/// A connection's socket, noting the first bytes of each request.
-struct Watched {
-    io: TcpStream,
-    state: Arc<ConnState>,
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let read = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.state.on_bytes();
-        }
-        read
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -436,7 +380,7 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
     type Future = Routed;
 
     fn call(&self, req: Request<Incoming>) -> Routed {
-        self.conn.begin(req.version());
+        self.conn.begin();
         let mut done = Done {
             conn: self.conn.clone(),
             in_flight: false,

@@ -14,6 +14,8 @@
 //! them only.
 
 mod expand;
+#[cfg(fuzzing)]
+pub(super) mod fuzzing;
 pub(crate) mod provenance;
 mod tap;
 
@@ -350,12 +352,10 @@ async fn serve(
     Ok(respond(state, edge, id, asked).await)
 }
 
-/// The client key of a request to the read endpoints (401 without a valid one under `[auth]`).
+/// The client key of a request to the read endpoints (401 without a valid one under `[auth]`;
+/// without client keys, a browser of another site is refused: `guard::client`).
 fn key_of(state: &AppState, h: &HeaderMap) -> Result<Option<String>, ApiError> {
-    match state.auth.load().as_deref() {
-        Some(auth) => auth.client(h),
-        None => Ok(None),
-    }
+    super::guard::client(state, h)
 }
 
 async fn stored(

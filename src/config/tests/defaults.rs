@@ -16,6 +16,7 @@ fn server_and_provider_defaults() {
     assert_eq!(config.server.max_body, 8 * 1024 * 1024);
     assert_eq!(config.server.workers, None, "one per core");
     assert_eq!(config.server.header_timeout, Duration::from_secs(10));
+    assert_eq!(config.server.body_timeout, Duration::from_secs(30));
     assert_eq!(config.server.idle_timeout, Duration::from_secs(120));
     assert_eq!(config.server.max_connections, 10_000);
     assert_eq!(config.server.max_in_flight, 2_000);
@@ -249,10 +250,12 @@ redis = "redis://127.0.0.1:6379"
 fn server_limits_are_read() {
     let config = load(&with_route(
         "[server]\nheader_timeout = \"2s\"\nidle_timeout = \"5m\"\nmax_connections = 50\n\
-         max_in_flight = 7\nmax_response_body = \"1MiB\"\nshutdown_timeout = \"0s\"",
+         max_in_flight = 7\nmax_response_body = \"1MiB\"\nshutdown_timeout = \"0s\"\n\
+         body_timeout = \"90s\"",
     ));
     let s = &config.server;
     assert_eq!(s.header_timeout, Duration::from_secs(2));
+    assert_eq!(s.body_timeout, Duration::from_secs(90));
     assert_eq!(s.idle_timeout, Duration::from_secs(300));
     assert_eq!((s.max_connections, s.max_in_flight), (50, 7));
     assert_eq!(s.max_response_body, 1 << 20);

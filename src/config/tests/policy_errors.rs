@@ -124,15 +124,17 @@ on_overflow = "drop""#,
 fn server_limits_are_checked_at_their_key_paths() {
     let errs = errors(&with_route(
         "[server]\nheader_timeout = \"0s\"\nidle_timeout = \"soon\"\nmax_connections = 0\n\
-         max_in_flight = 0\nmax_response_body = \"0\"\nshutdown_timeout = \"-1s\"",
+         max_in_flight = 0\nmax_response_body = \"0\"\nshutdown_timeout = \"-1s\"\n\
+         body_timeout = \"0ms\"",
     ));
     error_at(&errs, "server.header_timeout", "greater than 0s");
+    error_at(&errs, "server.body_timeout", "greater than 0s");
     error_at(&errs, "server.idle_timeout", "invalid duration `soon`");
     error_at(&errs, "server.max_connections", "at least 1");
     error_at(&errs, "server.max_in_flight", "at least 1");
     error_at(&errs, "server.max_response_body", "greater than 0");
     error_at(&errs, "server.shutdown_timeout", "");
-    assert_eq!(errs.len(), 6, "{errs:#?}");
+    assert_eq!(errs.len(), 7, "{errs:#?}");
     let errs = errors(&with_route("[server]\nheader_timeout = 10"));
     error_at(&errs, "server.header_timeout", "invalid type: integer");
 }
