@@ -352,7 +352,7 @@ async fn a_request_body_not_whole_within_body_timeout_gets_408() {
     let t0 = Instant::now();
     let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
     tcp.write_all(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
     )
     .await
     .unwrap();
