@@ -9,8 +9,8 @@
 use libfuzzer_sys::fuzz_target;
 use switchyard::canonical::Dialect;
 use switchyard::wire::chunks::ChunkTracker;
-use switchyard::wire::sse::SseDecoder;
 use switchyard::wire::client::Head;
+use switchyard::wire::sse::SseDecoder;
 use switchyard::wire::ClientWire;
 
 fuzz_target!(|data: &[u8]| {
@@ -58,7 +58,9 @@ fuzz_target!(|data: &[u8]| {
         let body = bytes::Bytes::copy_from_slice(stream);
         let wire = ClientWire::native_read(Dialect::Anthropic, body, &head, &headers, None);
         let native = wire.native_body(Dialect::Anthropic, "p", "\"m\"");
-        let spliced = native.as_deref().map(serde_json::from_slice::<serde_json::Value>);
+        let spliced = native
+            .as_deref()
+            .map(serde_json::from_slice::<serde_json::Value>);
         assert!(
             matches!(spliced, Some(Ok(ref v)) if v["model"] == "m"),
             "{:?}",
