@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use crate::api::auth::Auth;
 use crate::api::guard::Hosts;
 use crate::api::readiness::Readiness;
-use crate::api::{router, AppState, StateParts};
+use crate::api::{App, AppState, StateParts};
 use crate::audit::Audit;
 use crate::cluster::Cluster;
 use crate::config::{Config, ConfigErrors};
@@ -93,7 +93,7 @@ pub async fn serve(
     gate.set_audit(&state.audit);
     // The listener is bound: what connects now is served as soon as the accept loop runs.
     readiness.set_ready();
-    let result = conn::serve_on(listener, router(state), shutdown, gate).await;
+    let result = conn::serve_on(listener, App::new(state), shutdown, gate).await;
     background.stop().await;
     result
 }
@@ -300,7 +300,7 @@ impl Server {
                 }
             };
             gate0.set_audit(&state.audit);
-            let app = router(state);
+            let app = App::new(state);
             let _ = ready.send(Some(app.clone()));
             let result = match TcpListener::from_std(first) {
                 Ok(listener) => conn::serve_on(listener, app, stop0, gate0).await,

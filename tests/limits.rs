@@ -124,6 +124,35 @@ async fn an_idle_connection_is_closed_at_idle_timeout_and_a_stalled_next_head_at
     gw.stop().await;
 }
 
+/// Each request on a kept-alive connection moves its idle deadline: requests 6 s apart keep
+/// one open past `idle_timeout` (10 s), and it closes 10 s after the last answer, not 10 s
+/// after the first (the connection's timer is moved when it fires early, not per request).
+#[tokio::test(start_paused = true)]
+async fn each_request_moves_the_idle_deadline() {
+    let m = mocks(1).await;
+    let state = build(&with_server(
+        &config(&m, ""),
+        "header_timeout = \"2s\"\nidle_timeout = \"10s\"",
+    ));
+    let gw = Gateway::serve(state.clone(), None).await;
+
+    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+    for _ in 0..3 {
+        tcp.write_all(HEALTHZ).await.unwrap();
+        assert!(read_healthz(&mut tcp).await.starts_with("HTTP/1.1 200"));
+        tokio::time::sleep(Duration::from_secs(6)).await;
+    }
+    // 6 s after the last answer: 4 s are left.
+    let t0 = Instant::now();
+    assert!(read_until_closed(&mut tcp, Duration::from_secs(30))
+        .await
+        .is_some());
+    assert_eq!(t0.elapsed(), Duration::from_secs(4));
+    assert_eq!(limit_count(&state, "idle_timeout").await, 1);
+    assert_eq!(limit_count(&state, "header_timeout").await, 0);
+    gw.stop().await;
+}
+
 /// Beyond `max_connections` (over every server thread) a connection is accepted and closed at
 /// once, and counted; once one closes, a new one is served.
 #[tokio::test]

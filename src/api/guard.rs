@@ -23,6 +23,7 @@
 //! they have), and the `Host` of the client API on a gateway listening on other addresses (a
 //! server reached by SDKs under names it cannot know; `Origin` is still checked there).
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 
 use axum::extract::{Request, State};
@@ -86,14 +87,20 @@ impl Hosts {
 }
 
 /// The host of an authority (`name:port`, `[v6]:port`, `name`): lowercase, without the port,
-/// the brackets or a trailing dot.
-fn host_of(authority: &str) -> String {
+/// the brackets or a trailing dot. Borrowed unless it had capitals (the client API checks the
+/// `Host` of every request).
+fn host_of(authority: &str) -> Cow<'_, str> {
     let a = authority.trim();
     let host = match a.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(rest),
         None => a.rsplit_once(':').map_or(a, |(h, _)| h),
     };
-    host.trim_end_matches('.').to_ascii_lowercase()
+    let host = host.trim_end_matches('.');
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 /// The authority a request was sent to: its `Host` header (HTTP/1.1), else the URI's (HTTP/2).

@@ -23,10 +23,12 @@ pub use responses::fuzzing::responses_request as fuzz_responses_request;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
 use crate::audit::Audit;
+use crate::canonical::Dialect;
 use crate::response_store::ResponseStore;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
@@ -132,6 +134,78 @@ pub mod headers {
     pub const TURNS_DROPPED: HeaderName = HeaderName::from_static("x-switchyard-turns-dropped");
     pub const FAILOVER: HeaderName = HeaderName::from_static("x-switchyard-failover");
     pub const TIMEOUT: HeaderName = HeaderName::from_static("x-switchyard-timeout");
+}
+
+/// The client API endpoints that call providers: counted under `[server] max_in_flight`, and
+/// served without the router's matching (see [`App`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientApi {
+    /// `POST /v1/chat/completions`.
+    Chat,
+    /// `POST /v1/messages`.
+    Messages,
+    /// `POST /v1/responses`.
+    Responses,
+}
+
+impl ClientApi {
+    /// The endpoint at `path`, if it is one (any method).
+    pub fn of(path: &str) -> Option<ClientApi> {
+        match path {
+            "/v1/chat/completions" => Some(ClientApi::Chat),
+            "/v1/messages" => Some(ClientApi::Messages),
+            "/v1/responses" => Some(ClientApi::Responses),
+            _ => None,
+        }
+    }
+
+    /// The dialect its answers and errors are written in.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            ClientApi::Chat => Dialect::OpenAi,
+            ClientApi::Messages => Dialect::Anthropic,
+            ClientApi::Responses => Dialect::Responses,
+        }
+    }
+}
+
+/// A client API request's answer on its way.
+pub type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+
+/// The gateway's HTTP service: the router, and the three client API endpoints that carry the
+/// traffic served directly. Those are most of what a gateway answers, and the router's work for
+/// each (matching the path, the method router, the handler's boxed service and its layers) was
+/// about 2,000 instructions a request (bench/instructions) for a decision the connection layer
+/// has already made by looking at the path. Other requests, and another method on those paths
+/// (405), go through the router. Cloning is two reference counts.
+#[derive(Clone)]
+pub struct App {
+    router: Router,
+    state: AppState,
+}
+
+impl App {
+    pub fn new(state: AppState) -> App {
+        App {
+            router: router(state.clone()),
+            state,
+        }
+    }
+
+    /// The router, for every request that is not a client API `POST`.
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Serve a `POST` to `api`, as the router would.
+    pub fn client_api(&self, api: ClientApi, request: axum::extract::Request) -> Answering {
+        let state = axum::extract::State(self.state.clone());
+        match api {
+            ClientApi::Chat => Box::pin(openai::chat_completions(state, request)),
+            ClientApi::Messages => Box::pin(anthropic::messages(state, request)),
+            ClientApi::Responses => Box::pin(responses::create(state, request)),
+        }
+    }
 }
 
 /// The gateway's HTTP router.

@@ -23,7 +23,8 @@
 //! waits for its next request, which would make `idle_timeout` the header timeout. Instead each
 //! connection's I/O notes when a new request starts arriving ([`heads`]) and its service when
 //! a request's head is complete and when its response ended ([`Done`]); the connection's task
-//! holds one timer, re-armed only when that phase changes. Each of these limits counts in
+//! holds one timer, moved sooner when a phase is due sooner and later only when it fires early
+//! (not once per request). Each of these limits counts in
 //! `switchyard_limits_total` when it acts.
 
 use std::convert::Infallible;
@@ -36,7 +37,6 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use axum::Router;
 use bytes::Bytes;
 use http::{HeaderValue, Request, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -53,7 +53,7 @@ use heads::Watched;
 
 use super::AppError;
 use crate::api::error::ApiError;
-use crate::api::headers;
+use crate::api::{headers, Answering, App, ClientApi};
 use crate::canonical::Dialect;
 use crate::config::ServerConfig;
 use crate::metrics::{bump, LimitCounters};
@@ -151,7 +151,7 @@ impl Drop for ConnSlot {
 /// `shutdown_timeout`, then [`CLOSE_GRACE`] for what is ended).
 pub(super) async fn serve_on(
     listener: TcpListener,
-    app: Router,
+    app: App,
     shutdown: impl Future<Output = ()> + Send + 'static,
     gate: Arc<Gate>,
 ) -> Result<(), AppError> {
@@ -237,7 +237,7 @@ enum Ended {
 async fn connection(
     tcp: TcpStream,
     slot: ConnSlot,
-    app: Router,
+    app: App,
     builder: Arc<auto::Builder<TokioExecutor>>,
     mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -262,18 +262,28 @@ async fn connection(
         if conn.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Ended::Served);
         }
-        // The phase may have changed while the connection ran: the deadline with it.
-        let (due, ended) = state.due();
         if state.busy.load(Ordering::Acquire) > 0 {
             return Poll::Pending; // a request is in flight: its own timeouts bound it
         }
-        if due != at {
+        // The phase may have changed while the connection ran: the deadline with it. Each
+        // request ends later than the last, so on a busy connection the deadline only moves
+        // later: the timer is moved when it fires early rather than after every request (a
+        // removal from the timer wheel and an insertion each). A head begun on an idle
+        // connection may be due sooner: then it is moved at once.
+        let (due, ended) = state.due();
+        if due < at {
             at = due;
             timer.as_mut().reset(at);
         }
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(ended),
-            Poll::Pending => Poll::Pending,
+        loop {
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) if due > at => {
+                    at = due;
+                    timer.as_mut().reset(at);
+                }
+                Poll::Ready(()) => return Poll::Ready(ended),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     })
     .await;
@@ -357,21 +367,11 @@ impl ConnState {
     }
 }
 
-/// The router as one connection's hyper service: it marks each request's phases and admits
+/// The gateway as one connection's hyper service: it marks each request's phases and admits
 /// client API requests under `max_in_flight`.
 struct Svc {
-    app: Router,
+    app: App,
     conn: Arc<ConnState>,
-}
-
-/// The client API's dialect of a path counted under `max_in_flight`, if it is one.
-fn client_api(path: &str) -> Option<Dialect> {
-    match path {
-        "/v1/chat/completions" => Some(Dialect::OpenAi),
-        "/v1/messages" => Some(Dialect::Anthropic),
-        "/v1/responses" => Some(Dialect::Responses),
-        _ => None,
-    }
 }
 
 impl hyper::service::Service<Request<Incoming>> for Svc {
@@ -386,18 +386,22 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
             in_flight: false,
         };
         let gate = &self.conn.slot.0;
-        if let Some(dialect) = client_api(req.uri().path()) {
+        if let Some(api) = ClientApi::of(req.uri().path()) {
             if !gate.admit() {
                 bump(&gate.counters.max_in_flight);
                 let id = crate::request_id::new();
-                let resp = overloaded(dialect, gate.max_in_flight, &id);
+                let resp = overloaded(api.dialect(), gate.max_in_flight, &id);
                 gate.record_refusal(&id, OVERLOADED);
                 return Routed::Refused(Some((resp, done)));
             }
             done.in_flight = true;
+            if req.method() == http::Method::POST {
+                let future = self.app.client_api(api, req.map(Body::new));
+                return Routed::Direct(future, Some(done));
+            }
         }
         // The router is always ready; a clone is a reference count.
-        let future = self.app.clone().call(req);
+        let future = self.app.router().clone().call(req);
         Routed::Running(future, Some(done))
     }
 }
@@ -429,8 +433,9 @@ fn overloaded(dialect: Dialect, max: usize, id: &str) -> Response {
     resp
 }
 
-/// A request's response on its way: the router's, or a refusal.
+/// A request's response on its way: a client API's, the router's, or a refusal.
 enum Routed {
+    Direct(Answering, Option<Done>),
     Running(axum::routing::future::RouteFuture<Infallible>, Option<Done>),
     Refused(Option<(Response, Done)>),
 }
@@ -440,6 +445,10 @@ impl Future for Routed {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let (resp, done) = match self.get_mut() {
+            Routed::Direct(future, done) => match future.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(resp) => (resp, done.take()),
+            },
             Routed::Running(future, done) => match Pin::new(future).poll(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(resp)) => (resp, done.take()),
