@@ -41,15 +41,20 @@ fn uuid_v7(unix_ms: u64, rand: u128) -> String {
         | (((rand >> 62) & 0xfff) << 64)
         | (0b10 << 62)
         | (rand & 0x3fff_ffff_ffff_ffff);
-    let mut out = String::with_capacity(36);
+    let mut out = [0u8; 36];
+    let mut at = 0;
     for (i, byte) in v.to_be_bytes().into_iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
-            out.push('-');
+            out[at] = b'-';
+            at += 1;
         }
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0xf)]));
+        out[at] = HEX[usize::from(byte >> 4)];
+        out[at + 1] = HEX[usize::from(byte & 0xf)];
+        at += 2;
     }
-    out
+    // Hex digits and dashes only: always UTF-8. (Written a byte at a time rather than pushed a
+    // `char` at a time: each push checked the capacity and encoded the char.)
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! carried as OpenAI inside, and the answer (whole, streamed or an error) is written back in
 //! the Anthropic shape.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
@@ -58,7 +60,7 @@ async fn serve(
         stream: head.stream,
         // Anthropic streams always report usage.
         client_wants_usage: true,
-        forms: Forms::native(Dialect::Anthropic, edge.body.clone()),
+        forms: Arc::new(Forms::native(Dialect::Anthropic, edge.body.clone())),
         model: head.model,
         client,
         minted: None,

@@ -194,13 +194,24 @@ pub async fn same_origin_json(request: Request, next: Next) -> Response {
 /// listening on loopback a `Host` it does not know gets 403 `host_not_allowed` (DNS rebinding:
 /// a rebound page's reads carry no `Origin`). A request with neither header passes.
 pub(super) fn client(state: &AppState, h: &http::HeaderMap) -> Result<Option<String>, ApiError> {
+    client_of(state, h, h.get(header::ORIGIN), h.get(header::HOST))
+}
+
+/// [`client`], with the request's `Origin` and `Host` already found (the edge reads every
+/// header it needs in one pass).
+pub(super) fn client_of(
+    state: &AppState,
+    h: &http::HeaderMap,
+    origin: Option<&HeaderValue>,
+    host: Option<&HeaderValue>,
+) -> Result<Option<String>, ApiError> {
     if let Some(auth) = state.auth.load().as_deref() {
         if auth.has_client_keys() {
             return auth.client(h);
         }
     }
     let hosts = &state.hosts;
-    if let Some(origin) = h.get(header::ORIGIN) {
+    if let Some(origin) = origin {
         let host = origin
             .to_str()
             .ok()
@@ -219,10 +230,7 @@ pub(super) fn client(state: &AppState, h: &http::HeaderMap) -> Result<Option<Str
         }
     }
     if hosts.listen.is_loopback() {
-        let host = h
-            .get(header::HOST)
-            .and_then(|v| v.to_str().ok())
-            .map(host_of);
+        let host = host.and_then(|v| v.to_str().ok()).map(host_of);
         if let Some(host) = host.filter(|host| !hosts.allows(host)) {
             tracing::debug!(host = %host, "refused: a client API request for an unknown host");
             return Err(ApiError::new(

@@ -1,5 +1,7 @@
 //! `POST /v1/chat/completions` and `GET /v1/models` in the OpenAI shape.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -49,7 +51,7 @@ async fn serve_chat(
         model: chat.model.clone(),
         stream: chat.stream,
         client_wants_usage: chat.client_wants_usage,
-        forms: Forms::openai(chat),
+        forms: Arc::new(Forms::openai(chat)),
         client,
         minted: None,
     };

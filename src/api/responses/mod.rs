@@ -307,7 +307,7 @@ async fn serve(
         (None, None) => reasoning_elsewhere(&state.reasoning, &body).map_err(invalid)?,
         _ => None,
     };
-    let forms = Forms::native(Dialect::Responses, body.clone());
+    let forms = Arc::new(Forms::native(Dialect::Responses, body.clone()));
     let mut client = ClientWire::native_read(Dialect::Responses, body, &read, h, None);
     if let (Some(prev), Some(elsewhere)) = (&previous, expanded.elsewhere) {
         client = client.elsewhere(&prev.provider, Bytes::from(elsewhere));
