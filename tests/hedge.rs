@@ -155,6 +155,24 @@ async fn no_hedge_to_a_target_whose_breaker_is_open() {
         .contains("switchyard_hedges_total{route=\"chat\",outcome=\"skipped_no_target\"} 1"));
 }
 
+/// With no target after the running one (a route of one target), no hedge is timed: a slow
+/// answer is waited for, and no skipped hedge is counted.
+#[tokio::test(start_paused = true)]
+async fn no_hedge_is_timed_where_no_target_follows() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, FIXED)).await;
+    m[0].set_plan(slow(2000));
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "1");
+    let metrics = metrics(&gw).await;
+    assert!(
+        metrics.contains("switchyard_hedges_total{route=\"chat\",outcome=\"skipped_no_target\"} 0"),
+        "{metrics}"
+    );
+    assert_eq!(m[0].stats().requests, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_budget_caps_hedges_under_sustained_slowness() {
     let m = mocks(2).await;

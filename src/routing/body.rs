@@ -76,43 +76,85 @@ pub async fn fitted_body(
     prefill: Option<&str>,
     client: Option<&ClientWire>,
 ) -> Result<Fitted, AttemptError> {
-    let mut fitted = fit_body(target, context, forms, prefill, client).await?;
+    let fitted = match plan(target, context, forms, prefill, client) {
+        Plan::AtOnce(fitted) => fitted,
+        Plan::Count(window) => count(target, window, forms, prefill, client).await,
+    };
+    fitted.map(|f| unsigned(target, f))
+}
+
+/// [`fitted_body`] when the body needs no count, which is most of them: `None` when it does.
+/// (The launch of every attempt asks: awaiting `fitted_body` for a body made at once cost it
+/// twice the instructions.)
+pub fn fitted_at_once(
+    target: &Target,
+    context: &ContextPolicy,
+    forms: &Forms,
+    prefill: Option<&str>,
+    client: Option<&ClientWire>,
+) -> Option<Result<Fitted, AttemptError>> {
+    match plan(target, context, forms, prefill, client) {
+        Plan::AtOnce(fitted) => Some(fitted.map(|f| unsigned(target, f))),
+        Plan::Count(_) => None,
+    }
+}
+
+/// A body for a target other than Gemini without Gemini's thought signatures.
+fn unsigned(target: &Target, mut fitted: Fitted) -> Fitted {
     if target.dialect != Dialect::Gemini {
         if let Some(stripped) = gemini::signature::strip(&fitted.body) {
             fitted.body = stripped;
         }
     }
-    Ok(fitted)
+    fitted
 }
 
-async fn fit_body(
-    target: &Arc<Target>,
+/// What a body takes: made at once, or counted against the target's window first.
+enum Plan {
+    AtOnce(Result<Fitted, AttemptError>),
+    Count(u32),
+}
+
+fn plan(
+    target: &Target,
     context: &ContextPolicy,
-    forms: &Arc<Forms>,
+    forms: &Forms,
     prefill: Option<&str>,
     client: Option<&ClientWire>,
-) -> Result<Fitted, AttemptError> {
+) -> Plan {
     if let Some(reason) = client.and_then(|c| c.native_only.as_deref()) {
         // Only the client's own body to a target of its dialect will do: no translation,
         // no trimming (which writes the request anew).
-        return match client.filter(|c| target.speaks(c.dialect) && prefill.is_none()) {
-            Some(_) => as_sent(target, forms, prefill, client),
-            None => Err(AttemptError::Unsupported {
-                message: format!("{} cannot serve this request: {reason}", target.id()),
-            }),
-        };
+        return Plan::AtOnce(
+            match client.filter(|c| target.speaks(c.dialect) && prefill.is_none()) {
+                Some(_) => as_sent(target, forms, prefill, client),
+                None => Err(AttemptError::Unsupported {
+                    message: format!("{} cannot serve this request: {reason}", target.id()),
+                }),
+            },
+        );
     }
     let trim = context.on_overflow == OnOverflow::TrimOldest;
-    let window = match target.config.context_window {
+    match target.config.context_window {
         Some(w)
             if trim
                 && forms.len() as u64 + prefill.map_or(0, |p| p.len() as u64) + RESERVE_BOUND
                     > u64::from(w) =>
         {
-            w
+            Plan::Count(w)
         }
-        _ => return as_sent(target, forms, prefill, client),
-    };
+        _ => Plan::AtOnce(as_sent(target, forms, prefill, client)),
+    }
+}
+
+/// The count (and trim) of a body that may not fit `window`, on the blocking pool.
+async fn count(
+    target: &Arc<Target>,
+    window: u32,
+    forms: &Arc<Forms>,
+    prefill: Option<&str>,
+    client: Option<&ClientWire>,
+) -> Result<Fitted, AttemptError> {
     let (t, f) = (target.clone(), forms.clone());
     let owned = prefill.map(str::to_owned);
     let counted = tokio::task::spawn_blocking(move || fit(&t, window, &f, owned.as_deref())).await;

@@ -9,7 +9,7 @@ use futures_util::{FutureExt, StreamExt};
 use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream, Forward};
-use super::body::fitted_body;
+use super::body::{fitted_at_once, fitted_body};
 use super::classify::AttemptError;
 use super::continuation::{Continuation, Mode, Splicer};
 use super::health::Verdict;
@@ -64,7 +64,11 @@ pub(super) fn launch<'a>(
         let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
         let context = &route.config.context;
         let client = Some(&req.client);
-        let fitted = match fitted_body(target, context, &req.forms, None, client).await {
+        let fitted = match fitted_at_once(target, context, &req.forms, None, client) {
+            Some(fitted) => fitted,
+            None => fitted_body(target, context, &req.forms, None, client).await,
+        };
+        let fitted = match fitted {
             Ok(fitted) => fitted,
             Err(e) => {
                 return Done {
@@ -85,14 +89,17 @@ pub(super) fn launch<'a>(
         let result = if req.stream {
             let first_token_deadline =
                 attempt_deadline.min(after(start, policy.first_token_timeout));
-            call_stream(
+            // Each call's future in a box of its own: held inline, the larger of the two was
+            // copied with this future at each move (into it, then into the race's box), about
+            // 600 instructions a request (bench/instructions).
+            Box::pin(call_stream(
                 target,
                 fitted.body,
                 req.client_wants_usage,
                 first_token_deadline,
                 forward,
                 continues,
-            )
+            ))
             .await
             .map(|committed| {
                 let now = Instant::now();
@@ -128,7 +135,14 @@ pub(super) fn launch<'a>(
                 }
             })
         } else {
-            let result = call_full(target, fitted.body, attempt_deadline, false, forward).await;
+            let result = Box::pin(call_full(
+                target,
+                fitted.body,
+                attempt_deadline,
+                false,
+                forward,
+            ))
+            .await;
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `relay`).
                 let now = Instant::now();

@@ -63,6 +63,16 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
     <&RawValue as Deserialize>::deserialize(d).map(Some)
 }
 
+/// The text of a JSON value that must be a string. Read straight from its bytes when it has no
+/// escapes (a model name never does): the value was checked as JSON already, so it is a
+/// whole string without control characters, and a second parse only cost time.
+fn model_text(raw: &str) -> Option<String> {
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(text) if !text.contains('\\') => Some(text.to_owned()),
+        _ => serde_json::from_str(raw).ok(),
+    }
+}
+
 fn range_of(body: &[u8], raw: &RawValue) -> Range<usize> {
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
     start..start + raw.get().len()
@@ -73,8 +83,7 @@ impl ChatRequest {
     pub fn parse(body: Bytes) -> Result<ChatRequest, RequestError> {
         let shallow: Shallow<'_> = serde_json::from_slice(&body).map_err(RequestError::Json)?;
         let model_raw = shallow.model.ok_or(RequestError::Model)?;
-        let model: String =
-            serde_json::from_str(model_raw.get()).map_err(|_| RequestError::Model)?;
+        let model = model_text(model_raw.get()).ok_or(RequestError::Model)?;
         let messages = shallow.messages.ok_or(RequestError::Messages)?;
         if !messages.get().starts_with('[') || messages.get()[1..].trim_start().starts_with(']') {
             return Err(RequestError::Messages);
@@ -196,6 +205,24 @@ mod tests {
         let req = ChatRequest::parse(Bytes::from(body.to_string())).unwrap();
         let out = req.upstream_body(&serde_json::Value::from(model).to_string(), None);
         (req, serde_json::from_slice(&out).unwrap())
+    }
+
+    #[test]
+    fn the_model_is_read_with_or_without_escapes_and_must_be_a_string() {
+        let parse = |body: &str| ChatRequest::parse(Bytes::from(body.to_owned()));
+        let messages = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for (model, want) in [
+            (r#""gpt-4o""#, "gpt-4o"),
+            (r#""a\u0062\"c""#, "ab\"c"),
+            (r#""""#, ""),
+        ] {
+            let req = parse(&format!("{{\"model\":{model},{messages}}}")).unwrap();
+            assert_eq!(req.model, want, "{model}");
+        }
+        for model in ["4", "null", "[\"m\"]"] {
+            let err = parse(&format!("{{\"model\":{model},{messages}}}")).unwrap_err();
+            assert!(matches!(err, RequestError::Model), "{model}: {err}");
+        }
     }
 
     #[test]

@@ -197,7 +197,19 @@ impl<'a> Race<'a> {
             picked,
         });
         self.launched += 1;
-        if self.running.len() < self.max_parallel && self.launched < self.max_attempts {
+        // A hedge goes to a target after every running one in the order: with none there (a
+        // route of one target, or the last one running), no hedge is timed (a timer per request
+        // and a percentile read for nothing).
+        let further = self
+            .running
+            .iter()
+            .map(|r| r.pos)
+            .max()
+            .map_or(0, |p| p + 1);
+        if self.running.len() < self.max_parallel
+            && self.launched < self.max_attempts
+            && further < self.order.len()
+        {
             let policy = &self.route.config;
             let d = hedge::delay(
                 &policy.hedge,
