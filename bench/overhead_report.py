@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Helpers of bench/overhead: parse load-generator output, summarise, write docs/BENCHMARKS.md.
+"""Helpers of bench/overhead: parse load-generator output, summarise three sides (direct to the
+mock, through nginx, through switchyard), write docs/BENCHMARKS.md.
 
   overhead_report.py parse oha|wrk FILE [--tag k=v ...]   one JSON line for one load run
   overhead_report.py tag [--tag k=v ...] < JSON            add tags to a JSON line (ttfb.py's)
@@ -19,12 +20,9 @@ SECTION = "## Overhead (bench/overhead)"
 BEGIN = "<!-- bench/overhead:begin (generated; edit outside the markers) -->"
 END = "<!-- bench/overhead:end -->"
 
-# Goals (docs/CONTRACT.md, and the peers' figures in docs/BENCHMARKS.md).
-GOAL_ADDED_P99_US = 200.0
-ANCHOR_ADDED_P99_US = 100.0
-GOAL_TP_RATIO = 0.5
-GOAL_TTFB_ADDED_MS = 0.2
-GOAL_RSS_MIB = 30.0
+# Goals (issue 23): latency added at fixed rates, throughput (as a ratio to direct) and streaming's
+# added time to the first chunk are judged against nginx's in the same run; memory against this.
+GOAL_RSS_MIB = 20.0
 
 
 def tags(args):
@@ -132,8 +130,27 @@ def fmt_signed_us(x):
     return "n/a" if x != x else f"{x:+,.0f} µs"
 
 
-def verdict(ok):
-    return "met" if ok else "**missed**"
+def fmt_signed_ms(x):
+    return "n/a" if x != x else f"{x:+.2f} ms"
+
+
+def fmt_x(x):
+    return "n/a" if x != x else f"{x:.2f}×"
+
+
+def fmt_mib(x):
+    return "n/a" if x != x else f"{x:.1f} MiB"
+
+
+def fmt_cpu(x):
+    return "n/a" if x != x else f"{x:.0f} µs"
+
+
+def verdict(got, target, ok):
+    """"met" when ok(got, target); "n/a" when either is missing (NaN)."""
+    if got != got or target != target:
+        return "n/a"
+    return "met" if ok(got, target) else "**missed**"
 
 
 def report(results_path, meta_path, doc):
@@ -146,121 +163,139 @@ def report(results_path, meta_path, doc):
     def m(case, side, key):
         return med(vals(case, side, key))
 
-    def paired(case, key, op):
-        # Per round, gateway against the direct run made just before or after it; then the median.
+    def paired(case, side, key, op):
+        # Per round, the side against the direct run of the same round; then the median.
         out = []
         for r in rows:
-            if r.get("case") == case and r.get("side") == "gateway" and key in r:
+            if r.get("case") == case and r.get("side") == side and key in r:
                 d = [x for x in rows if x.get("case") == case and x.get("side") == "direct"
                      and x.get("round") == r.get("round") and key in x]
                 if d:
                     out.append(op(r[key], d[0][key]))
         return med(out)
 
-    def added(case, key):
-        return paired(case, key, lambda g, d: g - d)
+    def added(case, side, key):
+        return paired(case, side, key, lambda s, d: s - d)
 
-    def ratio(case, key):
-        return paired(case, key, lambda g, d: g / d if d else float("nan"))
+    def ratio(case, side, key):
+        return paired(case, side, key, lambda s, d: s / d if d else float("nan"))
 
-    have_latq = any(r.get("case") == "latq" for r in rows)
     clk = meta.get("clk_tck", 100)
 
     def cpu_per_req(case, side, who):
         per = []
         for r in rows:
-            if r.get("case") == case and r.get("side") == side and r.get("ok"):
+            if r.get("case") == case and r.get("side") == side and r.get("ok") and f"{who}_cpu_ticks" in r:
                 per.append(r[f"{who}_cpu_ticks"] / clk * 1e6 / r["ok"])
         return med(per)
 
-    lat = {}
-    for case in ["lat1", "latq"] if have_latq else ["lat1"]:
-        d50, g50 = m(case, "direct", "p50_us"), m(case, "gateway", "p50_us")
-        d99, g99 = m(case, "direct", "p99_us"), m(case, "gateway", "p99_us")
-        lat[case] = (d50, g50, d99, g99)
-    tp = {c: (m(f"tp{c}", "direct", "rps"), m(f"tp{c}", "gateway", "rps")) for c in (64, 32)}
-    tt = {k: (m("ttfb", "direct", k), m("ttfb", "gateway", k))
-          for k in ("first_p50_ms", "first_p99_ms", "total_p50_ms", "total_p99_ms")}
+    cases = {r.get("case") for r in rows}
+    rates = [q for q in meta.get("rates", []) if f"q{q}" in cases]
     # Time to first token: older result files (before ttfb.py reported it) have none.
     have_token = all("token_p50_ms" in r for r in rows if r["case"] == "ttfb")
     gw_mib = meta["gw_hwm_kb"] / 1024
     mock_mib = meta["mock_hwm_kb"] / 1024
     idle_mib = meta["gw_rss_idle_kb"] / 1024
+    ngx_mib = meta.get("ngx_hwm_kb", float("nan") * 1024) / 1024
+    ngx_idle_mib = meta.get("ngx_rss_idle_kb", float("nan") * 1024) / 1024
+    ngx_procs = f"{meta['nginx_workers'] + 1} processes summed" if "nginx_workers" in meta else "no nginx run"
     bad_runs = [r for r in rows if r.get("non200") or r.get("errors")]
+    sides = ("nginx", "gateway")
 
     L = []
     L.append(BEGIN)
     L.append("")
     L.append(f"Measured {meta['date']} on {meta['machine']}; commit `{meta['commit']}`; "
-             f"{meta['rustc']}; load from {meta['loadgen_version']}.")
+             f"{meta['rustc']}; load from {meta['loadgen_version']}"
+             + (f"; {meta['nginx_version']}." if meta.get("nginx_version") else "."))
     if meta.get("loadgen_note"):
         L.append(f"Note: {meta['loadgen_note']}")
     L.append("")
-    L.append("Mock upstream (`switchyard mock`, plan `{\"latency_ms\": 0}`, 12-word answer) and gateway "
-             "(release build, one route with one target, audit off, default log level) on 127.0.0.1. "
-             "The load generator, the mock and the gateway share the same cores, so \"direct\" has the "
-             "CPU to itself while the gateway path splits it three ways. "
-             f"Medians of {meta['runs']} interleaved rounds (direct and gateway back to back in every "
-             "round, the order alternating); \"added\" and \"gateway / direct\" are the medians of the "
-             "per-round differences and ratios, so they need not equal the difference of the two medians. "
-             "Request body: "
+    L.append("Mock upstream (`switchyard mock`, plan `{\"latency_ms\": 0}`, 12-word answer), nginx "
+             f"(Debian's package, {meta.get('nginx_workers', '?')} worker processes: `worker_processes auto`, "
+             "one per core as the gateway has one server thread per core; a keep-alive reverse proxy, "
+             "config below) and the gateway (release build, one route with one target, audit off, "
+             "default log level) on 127.0.0.1, nginx and the gateway in front of the same mock. "
+             "The load generator, the mock and the proxy share the same cores, so \"direct\" has the "
+             "CPU to itself while a proxied path splits it three ways. "
+             f"Medians of {meta['runs']} interleaved rounds (direct, nginx and switchyard back to back "
+             "in every round, the order rotating); \"added\" and \"/ direct\" are the medians of the "
+             "per-round differences and ratios against the direct run of the same round, so they need "
+             "not equal the difference of the medians. Request body: "
              f"`{meta['body']}` (streamed: the same with `\"stream\":true`).")
     L.append("")
-    L.append("| | direct to mock | through switchyard | added | gateway / direct |")
-    L.append("|---|---|---|---|---|")
-    d50, g50, d99, g99 = lat["lat1"]
-    L.append(f"| latency, concurrency 1, closed loop: p50 | {fmt_us(d50)} | {fmt_us(g50)} | "
-             f"{fmt_signed_us(added('lat1', 'p50_us'))} | {ratio('lat1', 'p50_us'):.2f}× |")
-    L.append(f"| latency, concurrency 1, closed loop: p99 | {fmt_us(d99)} | {fmt_us(g99)} | "
-             f"**{fmt_signed_us(added('lat1', 'p99_us'))}** | {ratio('lat1', 'p99_us'):.2f}× |")
-    if have_latq:
-        d50, g50, d99, g99 = lat["latq"]
+    L.append("| | direct to mock | through nginx | through switchyard | added: nginx | added: switchyard "
+             "| nginx / direct | switchyard / direct |")
+    L.append("|---|---|---|---|---|---|---|---|")
+
+    def lat_row(label, case, key, bold=False):
+        d, n, g = m(case, "direct", key), m(case, "nginx", key), m(case, "gateway", key)
+        an, ag = added(case, "nginx", key), added(case, "gateway", key)
+        b = "**" if bold else ""
+        L.append(f"| {label} | {fmt_us(d)} | {fmt_us(n)} | {fmt_us(g)} | {b}{fmt_signed_us(an)}{b} | "
+                 f"{b}{fmt_signed_us(ag)}{b} | {fmt_x(ratio(case, 'nginx', key))} | "
+                 f"{fmt_x(ratio(case, 'gateway', key))} |")
+
+    def ms_row(label, key, bold=False):
+        d, n, g = m("ttfb", "direct", key), m("ttfb", "nginx", key), m("ttfb", "gateway", key)
+        b = "**" if bold else ""
+        L.append(f"| {label} | {fmt_ms(d)} | {fmt_ms(n)} | {fmt_ms(g)} | "
+                 f"{b}{fmt_signed_ms(added('ttfb', 'nginx', key))}{b} | "
+                 f"{b}{fmt_signed_ms(added('ttfb', 'gateway', key))}{b} | "
+                 f"{fmt_x(ratio('ttfb', 'nginx', key))} | {fmt_x(ratio('ttfb', 'gateway', key))} |")
+
+    lat_row("latency, concurrency 1, closed loop: p50", "lat1", "p50_us")
+    lat_row("latency, concurrency 1, closed loop: p99", "lat1", "p99_us")
+    if "latq" in cases:
         q = meta["lat_qps"]
-        L.append(f"| latency, concurrency 1 at {q} req/s: p50 | {fmt_us(d50)} | {fmt_us(g50)} | "
-                 f"{fmt_signed_us(added('latq', 'p50_us'))} | {ratio('latq', 'p50_us'):.2f}× |")
-        L.append(f"| latency, concurrency 1 at {q} req/s: p99 | {fmt_us(d99)} | {fmt_us(g99)} | "
-                 f"{fmt_signed_us(added('latq', 'p99_us'))} | {ratio('latq', 'p99_us'):.2f}× |")
+        lat_row(f"latency, concurrency 1 at {q} req/s: p50", "latq", "p50_us")
+        lat_row(f"latency, concurrency 1 at {q} req/s: p99", "latq", "p99_us")
+    for q in rates:
+        c = meta.get("rate_conc", 64)
+        lat_row(f"latency, {c} connections at {q} req/s: p50", f"q{q}", "p50_us", bold=True)
+        lat_row(f"latency, {c} connections at {q} req/s: p99", f"q{q}", "p99_us", bold=True)
     for c in (64, 32):
-        d, g = tp[c]
-        L.append(f"| max req/s, {c} connections | {fmt_rps(d)} | {fmt_rps(g)} | | **{ratio(f'tp{c}', 'rps'):.2f}×** |")
-    for c in (64,):
-        dd, gg = m(f"tp{c}", "direct", "p99_us"), m(f"tp{c}", "gateway", "p99_us")
-        L.append(f"| p99 latency under load, {c} connections | {fmt_us(dd)} | {fmt_us(gg)} | "
-                 f"{fmt_signed_us(added(f'tp{c}', 'p99_us'))} | {ratio(f'tp{c}', 'p99_us'):.2f}× |")
-    d, g = tt["first_p50_ms"]
-    L.append(f"| streaming: time to first chunk, p50 | {fmt_ms(d)} | {fmt_ms(g)} | "
-             f"**{added('ttfb', 'first_p50_ms'):+.2f} ms** | {ratio('ttfb', 'first_p50_ms'):.2f}× |")
-    d, g = tt["first_p99_ms"]
-    L.append(f"| streaming: time to first chunk, p99 | {fmt_ms(d)} | {fmt_ms(g)} | "
-             f"{added('ttfb', 'first_p99_ms'):+.2f} ms | {ratio('ttfb', 'first_p99_ms'):.2f}× |")
+        d, n, g = (m(f"tp{c}", s, "rps") for s in ("direct", "nginx", "gateway"))
+        L.append(f"| max req/s, {c} connections | {fmt_rps(d)} | {fmt_rps(n)} | {fmt_rps(g)} | | | "
+                 f"**{fmt_x(ratio(f'tp{c}', 'nginx', 'rps'))}** | **{fmt_x(ratio(f'tp{c}', 'gateway', 'rps'))}** |")
+    lat_row("p99 latency under load, 64 connections", "tp64", "p99_us")
+    ms_row("streaming: time to first chunk, p50", "first_p50_ms", bold=True)
+    ms_row("streaming: time to first chunk, p99", "first_p99_ms")
     if have_token:
-        d, g = m("ttfb", "direct", "token_p50_ms"), m("ttfb", "gateway", "token_p50_ms")
-        L.append(f"| streaming: time to first token (first chunk with text), p50 | {fmt_ms(d)} | "
-                 f"{fmt_ms(g)} | {added('ttfb', 'token_p50_ms'):+.2f} ms | "
-                 f"{ratio('ttfb', 'token_p50_ms'):.2f}× |")
-    d, g = tt["total_p50_ms"]
-    L.append(f"| streaming: whole 12-chunk stream, p50 | {fmt_ms(d)} | {fmt_ms(g)} | "
-             f"{added('ttfb', 'total_p50_ms'):+.2f} ms | {ratio('ttfb', 'total_p50_ms'):.2f}× |")
-    L.append(f"| peak RSS (VmHWM) over the whole run | {mock_mib:.1f} MiB (the mock) | **{gw_mib:.1f} MiB** "
-             f"(idle after start: {idle_mib:.1f} MiB) | | |")
-    dcpu, gcpu = cpu_per_req("tp64", "direct", "mock"), cpu_per_req("tp64", "gateway", "gw")
-    L.append(f"| CPU per request at 64 connections | {dcpu:.0f} µs (the mock) | {gcpu:.0f} µs (the gateway alone) | | |")
+        ms_row("streaming: time to first token (first chunk with text), p50", "token_p50_ms")
+    ms_row("streaming: whole 12-chunk stream, p50", "total_p50_ms")
+    L.append(f"| peak RSS (VmHWM) over the whole run | {mock_mib:.1f} MiB (the mock) | "
+             f"{fmt_mib(ngx_mib)} ({ngx_procs}, the pages they share counted in each; "
+             f"idle after start: {fmt_mib(ngx_idle_mib)}) | "
+             f"**{gw_mib:.1f} MiB** (idle after start: {idle_mib:.1f} MiB) | | | | |")
+    dcpu = cpu_per_req("tp64", "direct", "mock")
+    ncpu = cpu_per_req("tp64", "nginx", "ngx")
+    gcpu = cpu_per_req("tp64", "gateway", "gw")
+    L.append(f"| CPU per request at 64 connections | {fmt_cpu(dcpu)} (the mock) | {fmt_cpu(ncpu)} "
+             f"(nginx alone) | {fmt_cpu(gcpu)} (the gateway alone) | | | | |")
     L.append("")
 
-    added99 = added("lat1", "p99_us")
-    ttfb_added = added("ttfb", "first_p50_ms")
-    L.append("| goal | target | got | |")
-    L.append("|---|---|---|---|")
-    L.append(f"| added p99 latency at concurrency 1 | under {GOAL_ADDED_P99_US:.0f} µs "
-             f"(peers: within {ANCHOR_ADDED_P99_US:.0f} µs) | {fmt_signed_us(added99)} | "
-             f"{verdict(added99 < GOAL_ADDED_P99_US)} (peers: {verdict(added99 <= ANCHOR_ADDED_P99_US)}) |")
+    L.append("Goals (issue 23: faster than a bare nginx in front of the same upstream, at the rates "
+             "agents send):")
+    L.append("")
+    L.append("| goal | target | switchyard | nginx | |")
+    L.append("|---|---|---|---|---|")
+    for q in rates:
+        for key, name in (("p50_us", "p50"), ("p99_us", "p99")):
+            ag, an = added(f"q{q}", "gateway", key), added(f"q{q}", "nginx", key)
+            L.append(f"| added {name} latency at {q} req/s ({meta.get('rate_conc', 64)} connections) | "
+                     f"no higher than nginx's | {fmt_signed_us(ag)} | {fmt_signed_us(an)} | "
+                     f"{verdict(ag, an, lambda a, b: a <= b)} |")
     for c in (64, 32):
-        rr = ratio(f"tp{c}", "rps")
-        L.append(f"| throughput, {c} connections | at least {GOAL_TP_RATIO:.1f}× direct | {rr:.2f}× | "
-                 f"{verdict(rr >= GOAL_TP_RATIO)} |")
-    L.append(f"| streaming, added time to first chunk (p50) | within +{GOAL_TTFB_ADDED_MS} ms | "
-             f"{ttfb_added:+.2f} ms | {verdict(ttfb_added <= GOAL_TTFB_ADDED_MS)} |")
-    L.append(f"| peak memory | under {GOAL_RSS_MIB:.0f} MiB | {gw_mib:.1f} MiB | {verdict(gw_mib < GOAL_RSS_MIB)} |")
+        rg, rn = ratio(f"tp{c}", "gateway", "rps"), ratio(f"tp{c}", "nginx", "rps")
+        L.append(f"| throughput, {c} connections (ratio to direct) | at least nginx's | {fmt_x(rg)} | "
+                 f"{fmt_x(rn)} | {verdict(rg, rn, lambda a, b: a >= b)} |")
+    tg, tn = added("ttfb", "gateway", "first_p50_ms"), added("ttfb", "nginx", "first_p50_ms")
+    L.append(f"| streaming, added time to first chunk (p50) | at most nginx's | {fmt_signed_ms(tg)} | "
+             f"{fmt_signed_ms(tn)} | {verdict(tg, tn, lambda a, b: a <= b)} |")
+    L.append(f"| peak RSS under load | at most {GOAL_RSS_MIB:.0f} MiB | {gw_mib:.1f} MiB | "
+             f"{fmt_mib(ngx_mib)} ({ngx_procs}) | "
+             f"{verdict(gw_mib, GOAL_RSS_MIB, lambda a, b: a <= b)} |")
     L.append("")
     if bad_runs:
         L.append(f"**Warning:** {len(bad_runs)} run(s) had non-200 answers or errors: "
@@ -269,48 +304,69 @@ def report(results_path, meta_path, doc):
     if meta.get("gw_warnings"):
         L.append(f"The gateway logged {meta['gw_warnings']} warning/error line(s) during the run.")
         L.append("")
+    if meta.get("ngx_warnings"):
+        L.append(f"nginx logged {meta['ngx_warnings']} warning/error line(s) during the run.")
+        L.append("")
 
+    order = ["lat1", "latq"] + [f"q{q}" for q in rates] + ["tp64", "tp32", "ttfb"]
+    side_order = ["direct", "nginx", "gateway"]
     L.append("<details><summary>Every run</summary>")
     L.append("")
     L.append("| case | side | round | req/s | p50 | p99 | first chunk p50 / p99 | peak RSS |")
     L.append("|---|---|---|---|---|---|---|---|")
-    for r in sorted(rows, key=lambda r: (["lat1", "latq", "tp64", "tp32", "ttfb"].index(r["case"]),
-                                         r["side"], r["round"])):
+    for r in sorted((r for r in rows if r["case"] in order and r["side"] in side_order),
+                    key=lambda r: (order.index(r["case"]), side_order.index(r["side"]), r["round"])):
         if r["case"] == "ttfb":
             L.append(f"| ttfb | {r['side']} | {r['round']} | | | | "
                      f"{r['first_p50_ms']:.3f} / {r['first_p99_ms']:.3f} ms (n={r['n']}) | |")
         else:
-            hwm = r["gw_hwm_kb"] if r["side"] == "gateway" else r["mock_hwm_kb"]
+            hwm = {"gateway": r.get("gw_hwm_kb"), "nginx": r.get("ngx_hwm_kb")}.get(r["side"], r.get("mock_hwm_kb"))
             L.append(f"| {r['case']} | {r['side']} | {r['round']} | {fmt_rps(r['rps'])} | "
-                     f"{fmt_us(r['p50_us'])} | {fmt_us(r['p99_us'])} | | {hwm / 1024:.1f} MiB |")
+                     f"{fmt_us(r['p50_us'])} | {fmt_us(r['p99_us'])} | | "
+                     f"{fmt_mib((hwm if hwm is not None else float('nan')) / 1024)} |")
     L.append("")
     L.append("</details>")
     L.append("")
+    if meta.get("nginx_conf"):
+        L.append("<details><summary>nginx's config</summary>")
+        L.append("")
+        L.append("```nginx")
+        L.extend(meta["nginx_conf"].rstrip("\n").split("\n"))
+        L.append("```")
+        L.append("")
+        L.append("</details>")
+        L.append("")
     L.append("Commands (ports are picked at run time; `$D` is `http://MOCK/v1/chat/completions`, "
-             "`$G` is `http://GATEWAY/v1/chat/completions`, `body.json` the body above):")
+             "`$N` is `http://NGINX/v1/chat/completions`, `$G` is `http://GATEWAY/v1/chat/completions`, "
+             "`body.json` the body above):")
     L.append("")
     L.append("```sh")
     prefix = f"NICE={meta['nice']} " if meta.get("nice") else ""
-    L.append(f"{prefix}bench/overhead      # all of it: build, mock, gateway, measurements, this section")
+    L.append(f"{prefix}bench/overhead      # all of it: build, mock, nginx, gateway, measurements, this section")
     L.append("switchyard mock --port 0 --name bench          # prints its address")
     L.append("curl -X PUT -d '{\"latency_ms\": 0}' http://MOCK/mock/plan")
     L.append("switchyard serve -c gateway.toml               # the minimal config: one route, audit off")
+    L.append("nginx -p $DIR -e $DIR/logs/error.log -c $DIR/nginx.conf   # the config above")
     if meta["loadgen"] == "oha":
         common = "-m POST -T application/json -D body.json"
-        L.append(f"oha --no-tui --output-format json -c 1 -z {meta['lat_secs']}s {common} $D   # and $G")
-        L.append(f"oha --no-tui --output-format json -c 1 -z {meta['latq_secs']}s -q {meta['lat_qps']} {common} $D   # and $G")
-        L.append(f"oha --no-tui --output-format json -c 64 -z {meta['tp_secs']}s {common} $D   # and $G; also -c 32")
+        L.append(f"oha --no-tui --output-format json -c 1 -z {meta['lat_secs']}s {common} $D   # and $N, $G")
+        L.append(f"oha --no-tui --output-format json -c 1 -z {meta['latq_secs']}s -q {meta['lat_qps']} {common} $D   # and $N, $G")
+        for q in rates:
+            secs = meta.get("rate_secs", {}).get(str(q), "?")
+            L.append(f"oha --no-tui --output-format json -c {meta.get('rate_conc', 64)} -z {secs}s -q {q} "
+                     f"{common} $D   # and $N, $G")
+        L.append(f"oha --no-tui --output-format json -c 64 -z {meta['tp_secs']}s {common} $D   # and $N, $G; also -c 32")
     else:
-        L.append(f"wrk -t 1 -c 1 -d {meta['lat_secs']}s --latency -s post.lua $D   # and $G")
-        L.append(f"wrk -t 2 -c 64 -d {meta['tp_secs']}s --latency -s post.lua $D   # and $G; also -c 32")
-    L.append(f"bench/ttfb.py $D stream.json {meta['ttfb_n']} 50 {meta['ttfb_max_secs']}   # and $G: "
+        L.append(f"wrk -t 1 -c 1 -d {meta['lat_secs']}s --latency -s post.lua $D   # and $N, $G")
+        L.append(f"wrk -t 2 -c 64 -d {meta['tp_secs']}s --latency -s post.lua $D   # and $N, $G; also -c 32")
+    L.append(f"bench/ttfb.py $D stream.json {meta['ttfb_n']} 50 {meta['ttfb_max_secs']}   # and $N, $G: "
              "first `data:` line, one keep-alive connection")
-    L.append("grep VmHWM /proc/$GATEWAY_PID/status")
+    L.append("grep VmHWM /proc/$GATEWAY_PID/status           # nginx: the master's and each worker's, summed")
     L.append("```")
     L.append(f"Measuring took {meta['elapsed_s']} s. 1-minute load average before / after: "
              f"{meta.get('load_before', '?')} / {meta.get('load_after', '?')} (the benchmark itself keeps "
              "both cores busy, so only the figure before says whether other work was running)."
-             + (f" Mock, gateway and load generator ran at nice {meta['nice']}." if meta.get("nice") else ""))
+             + (f" Mock, nginx, gateway and load generator ran at nice {meta['nice']}." if meta.get("nice") else ""))
     L.append("")
     L.append(END)
     body = "\n".join(L) + "\n"
