@@ -76,28 +76,22 @@ async fn a_page_of_another_site_cannot_use_the_client_api_without_keys() {
             (403, "cross_origin".into()),
             "{origin}"
         );
-        let resp = client()
-            .get(gw.url("/v1/models"))
-            .header("origin", origin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            refusal(resp).await,
-            (403, "cross_origin".into()),
-            "{origin}"
-        );
-        let resp = client()
-            .delete(gw.url("/v1/responses/resp_x"))
-            .header("origin", origin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            refusal(resp).await,
-            (403, "cross_origin".into()),
-            "{origin}"
-        );
+        for (method, path) in [
+            (reqwest::Method::GET, "/v1/models"),
+            (reqwest::Method::DELETE, "/v1/responses/resp_x"),
+        ] {
+            let resp = client()
+                .request(method, gw.url(path))
+                .header("origin", origin)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                refusal(resp).await,
+                (403, "cross_origin".into()),
+                "{origin} {path}"
+            );
+        }
     }
     assert_eq!(m[0].stats().requests, 0, "no provider was asked");
 
