@@ -370,21 +370,32 @@ async fn the_drain_lasts_at_most_shutdown_timeout_then_ends_what_is_open() {
     store.cleanup().await;
 }
 
-/// A request body sent too slowly gets 408 at `body_timeout` from its head, reaches no
-/// provider, and is counted. (Before: a body sent a byte a second held its connection and its
-/// place under `max_in_flight` for as long as the client liked.)
-#[tokio::test(start_paused = true)]
-async fn a_request_body_not_whole_within_body_timeout_gets_408() {
+/// A gateway with `body_timeout = "3s"` and a connection to it that has sent `head` (a request
+/// whose body is not whole), sent at the returned instant.
+async fn sending_slowly(
+    head: &[u8],
+) -> (
+    Vec<switchyard::mock::MockServer>,
+    switchyard::api::AppState,
+    Gateway,
+    Instant,
+    TcpStream,
+) {
     let m = mocks(1).await;
     let state = build(&with_server(&config(&m, ""), "body_timeout = \"3s\""));
     let gw = Gateway::serve(state.clone(), None).await;
     let t0 = Instant::now();
     let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
-    tcp.write_all(
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":",
-    )
-    .await
-    .unwrap();
+    tcp.write_all(head).await.unwrap();
+    (m, state, gw, t0, tcp)
+}
+
+/// A request body sent too slowly gets 408 at `body_timeout` from its head, reaches no
+/// provider, and is counted. (Before: a body sent a byte a second held its connection and its
+/// place under `max_in_flight` for as long as the client liked.)
+#[tokio::test(start_paused = true)]
+async fn a_request_body_not_whole_within_body_timeout_gets_408() {
+    let (m, state, gw, t0, mut tcp) = sending_slowly(b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"model\":").await;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&got).contains("request_timeout") {
@@ -417,16 +428,7 @@ async fn a_request_body_not_whole_within_body_timeout_gets_408() {
 /// held its connection for as long as the client liked.)
 #[tokio::test(start_paused = true)]
 async fn an_admin_body_not_whole_within_body_timeout_gets_408() {
-    let m = mocks(1).await;
-    let state = build(&with_server(&config(&m, ""), "body_timeout = \"3s\""));
-    let gw = Gateway::serve(state.clone(), None).await;
-    let t0 = Instant::now();
-    let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
-    tcp.write_all(
-        b"POST /admin/targets/p0/model-0/breaker HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n{\"action\":",
-    )
-    .await
-    .unwrap();
+    let (_mocks, state, gw, t0, mut tcp) = sending_slowly(b"POST /admin/targets/p0/model-0/breaker HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 18\r\n\r\n{\"action\":").await;
     let mut trickle = b"\"open\"}".iter();
     let got = loop {
         if let Some(got) = read_until_closed(&mut tcp, Duration::from_secs(1)).await {
