@@ -4,8 +4,6 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::{HeaderValue, Response};
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::classify::{parse_retry_after, status_error, AttemptError};
@@ -209,15 +207,6 @@ pub async fn call_full(
     probe: bool,
     forward: Forward<'_>,
 ) -> Result<(Bytes, Option<Usage>), AttemptError> {
-    #[derive(Deserialize)]
-    struct Completion {
-        /// Only its presence is checked (skipped, not captured: a borrowed `RawValue` would
-        /// also check the UTF-8 of its every byte).
-        #[allow(dead_code, reason = "only its presence is checked")]
-        choices: IgnoredAny,
-        #[serde(default)]
-        usage: Option<Usage>,
-    }
     let call = async {
         let resp = send(target, body, probe, false, forward).await?;
         let (bytes, truncated) = read_at_most(resp.into_body(), target.max_response_body)
@@ -237,9 +226,8 @@ pub async fn call_full(
             return transcode::response_to_openai(target.dialect, &bytes)
                 .map_err(|_| AttemptError::Malformed);
         }
-        let usage = serde_json::from_slice::<Completion>(&bytes)
-            .map_err(|_| AttemptError::Malformed)?
-            .usage;
+        let usage = transcode::native_usage(Dialect::OpenAi, &bytes)
+            .map_err(|_| AttemptError::Malformed)?;
         Ok((bytes, usage))
     };
     tokio::time::timeout_at(deadline, call)

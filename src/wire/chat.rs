@@ -11,6 +11,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::scan;
+
 /// Why a request body was refused before any upstream saw it.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
@@ -78,14 +80,89 @@ fn range_of(body: &[u8], raw: &RawValue) -> Range<usize> {
     start..start + raw.get().len()
 }
 
+/// Where in the body the fields the gateway reads are, as [`Shallow`] reads them (a `null`
+/// is an absent field, but for `stream_options`).
+struct Spans {
+    model: Option<Range<usize>>,
+    stream: Option<bool>,
+    stream_options: Option<Range<usize>>,
+    messages: Option<Range<usize>>,
+    prompt_cache_key: Option<Range<usize>>,
+    user: Option<Range<usize>>,
+}
+
+impl Spans {
+    /// By the scanner, for a plain body (`None` for any other: see [`super::scan`]).
+    fn plain(body: &[u8]) -> Option<Spans> {
+        let [model, stream, stream_options, messages, prompt_cache_key, user] = scan::fields(
+            body,
+            [
+                "model",
+                "stream",
+                "stream_options",
+                "messages",
+                "prompt_cache_key",
+                "user",
+            ],
+        )?;
+        let not_null = |span: Option<Range<usize>>| span.filter(|r| &body[r.clone()] != b"null");
+        let stream = match stream.map(|r| &body[r]) {
+            None | Some(b"null") => None,
+            Some(b"true") => Some(true),
+            Some(b"false") => Some(false),
+            Some(_) => return None,
+        };
+        Some(Spans {
+            model: not_null(model),
+            stream,
+            stream_options,
+            messages: not_null(messages),
+            prompt_cache_key: not_null(prompt_cache_key),
+            user: not_null(user),
+        })
+    }
+
+    /// By serde_json, which says why a body is refused.
+    fn read(body: &[u8]) -> Result<Spans, RequestError> {
+        let shallow: Shallow<'_> = serde_json::from_slice(body).map_err(RequestError::Json)?;
+        let span = |raw: Option<&RawValue>| raw.map(|raw| range_of(body, raw));
+        Ok(Spans {
+            model: span(shallow.model),
+            stream: shallow.stream,
+            stream_options: span(shallow.stream_options),
+            messages: span(shallow.messages),
+            prompt_cache_key: span(shallow.prompt_cache_key),
+            user: span(shallow.user),
+        })
+    }
+}
+
 impl ChatRequest {
     /// Parse a client body. Validates JSON syntax and the fields we rely on.
     pub fn parse(body: Bytes) -> Result<ChatRequest, RequestError> {
-        let shallow: Shallow<'_> = serde_json::from_slice(&body).map_err(RequestError::Json)?;
-        let model_raw = shallow.model.ok_or(RequestError::Model)?;
-        let model = model_text(model_raw.get()).ok_or(RequestError::Model)?;
-        let messages = shallow.messages.ok_or(RequestError::Messages)?;
-        if !messages.get().starts_with('[') || messages.get()[1..].trim_start().starts_with(']') {
+        let spans = match Spans::plain(&body) {
+            Some(spans) => spans,
+            None => Spans::read(&body)?,
+        };
+        Self::from_spans(body, spans)
+    }
+
+    /// Fuzzing: [`ChatRequest::parse`] by serde_json alone, to compare with the scanner's
+    /// reading (`fuzz/fuzz_targets/json_scan.rs`).
+    #[cfg(fuzzing)]
+    #[doc(hidden)]
+    pub fn fuzz_parse_by_serde(body: Bytes) -> Result<ChatRequest, RequestError> {
+        let spans = Spans::read(&body)?;
+        Self::from_spans(body, spans)
+    }
+
+    fn from_spans(body: Bytes, shallow: Spans) -> Result<ChatRequest, RequestError> {
+        let text = |span: &Range<usize>| std::str::from_utf8(&body[span.clone()]).unwrap_or("");
+        let model_range = shallow.model.ok_or(RequestError::Model)?;
+        let model = model_text(text(&model_range)).ok_or(RequestError::Model)?;
+        let messages_range = shallow.messages.ok_or(RequestError::Messages)?;
+        let messages = text(&messages_range);
+        if !messages.starts_with('[') || messages[1..].trim_start().starts_with(']') {
             return Err(RequestError::Messages);
         }
         let stream = shallow.stream.unwrap_or(false);
@@ -93,22 +170,23 @@ impl ChatRequest {
         let mut usage_edit = None;
         if stream {
             match shallow.stream_options {
-                Some(raw) if raw.get() != "null" => {
+                Some(raw) if text(&raw) != "null" => {
                     let mut opts: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_str(raw.get()).map_err(|_| RequestError::StreamOptions)?;
+                        serde_json::from_str(text(&raw))
+                            .map_err(|_| RequestError::StreamOptions)?;
                     client_wants_usage =
                         opts.get("include_usage") == Some(&serde_json::Value::Bool(true));
                     if !client_wants_usage {
                         opts.insert("include_usage".into(), true.into());
                         let text = serde_json::Value::Object(opts).to_string();
-                        usage_edit = Some((range_of(&body, raw), text));
+                        usage_edit = Some((raw, text));
                     }
                 }
                 Some(raw) => {
                     // `"stream_options": null`: replace the null itself, or the key would be
                     // sent twice.
                     let field = r#"{"include_usage":true}"#.to_owned();
-                    usage_edit = Some((range_of(&body, raw), field));
+                    usage_edit = Some((raw, field));
                 }
                 None => {
                     // Insert right after the opening brace; `model` follows, so a comma is right.
@@ -118,11 +196,7 @@ impl ChatRequest {
                 }
             }
         }
-        let model_range = range_of(&body, model_raw);
-        let messages_range = range_of(&body, messages);
-        let hint_range = (shallow.prompt_cache_key)
-            .or(shallow.user)
-            .map(|raw| range_of(&body, raw));
+        let hint_range = shallow.prompt_cache_key.or(shallow.user);
         Ok(ChatRequest {
             model,
             stream,

@@ -4,7 +4,8 @@
 //! dialect ([`chat::ChatRequest`], read shallowly and passed on with byte splices), or its body
 //! translated once at the edge. Answers travel as OpenAI bodies and SSE chunks: [`sse`] frames
 //! and decodes events, [`chunks`] reads chunks just enough to know where a stream stands, and
-//! [`transcode`] converts to and from the other dialects through the canonical model. What a
+//! [`transcode`] converts to and from the other dialects through the canonical model. [`scan`]
+//! reads the few fields the gateway needs from a plain JSON body without serde_json's cost. What a
 //! target of the client's own dialect gets beyond that (the client's body as it came, its
 //! protocol headers) is [`client::ClientWire`].
 
@@ -12,6 +13,7 @@ pub mod chat;
 pub mod chunks;
 pub mod client;
 pub mod forms;
+pub mod scan;
 pub mod session;
 pub mod sse;
 pub mod trace;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::chunks::{AnthropicUsage, ResponsesUsage, Usage};
+use super::scan;
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
 use crate::config::ProviderKind;
@@ -156,6 +157,10 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
         usage: Option<ResponsesUsage>,
     }
     match dialect {
+        Dialect::OpenAi => match plain_completion_usage(body) {
+            Some(usage) => Ok(usage),
+            None => completion_usage(body),
+        },
         Dialect::Anthropic => {
             let message: Message = serde_json::from_slice(body)?;
             Ok(message.usage.map(|u| u.usage()))
@@ -164,8 +169,88 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
             let response: Response = serde_json::from_slice(body)?;
             Ok(response.usage.map(|u| u.usage()))
         }
-        _ => Ok(dialect.parse_response(body)?.usage.map(Usage::from)),
+        Dialect::Gemini => Ok(dialect.parse_response(body)?.usage.map(Usage::from)),
     }
+}
+
+/// [`native_usage`] of a `chat.completion` body, read by serde_json (which says why a body is
+/// refused).
+fn completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateError> {
+    /// A `chat.completion`: at least one choice, each with a message.
+    #[derive(serde::Deserialize)]
+    struct Completion {
+        choices: Vec<Choice>,
+        #[serde(default)]
+        usage: Option<Usage>,
+    }
+    /// Zero-sized: the choices' list is checked without allocating.
+    #[derive(serde::Deserialize)]
+    struct Choice {
+        /// Only that it is an object is checked.
+        #[allow(dead_code, reason = "only that it is an object is checked")]
+        message: Object,
+    }
+    /// Any JSON object, its fields skipped.
+    #[derive(serde::Deserialize)]
+    struct Object {}
+    let completion: Completion = serde_json::from_slice(body)?;
+    if completion.choices.is_empty() {
+        return Err(TranslateError::invalid("a completion without choices"));
+    }
+    Ok(completion.usage)
+}
+
+/// Fuzzing: [`native_usage`] of an OpenAI body read by serde_json alone, to compare with the
+/// scanner's reading (`fuzz/fuzz_targets/json_scan.rs`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateError> {
+    completion_usage(body)
+}
+
+/// [`native_usage`] of a plain `chat.completion` body (see [`scan`]), read by the scanner in
+/// one pass: `None` when it is not one, for serde_json to say why (or to accept what is not
+/// plain).
+fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
+    let ([_, usage], choices) = scan::fields_and_items(
+        body,
+        ["choices", "usage"],
+        0,
+        ["message"],
+        |choice, [message]| message.is_some_and(|m| choice[m.start] == b'{'),
+    )?;
+    if choices == 0 {
+        return None;
+    }
+    let Some(usage) = usage.map(|r| &body[r]).filter(|u| *u != b"null") else {
+        return Some(None);
+    };
+    let [prompt, completion, details] = scan::fields(
+        usage,
+        [
+            "prompt_tokens",
+            "completion_tokens",
+            "prompt_tokens_details",
+        ],
+    )?;
+    let count = |of: &[u8], r: Option<std::ops::Range<usize>>| match r {
+        Some(r) => scan::whole_number(&of[r]),
+        None => Some(0),
+    };
+    let (cache_read_tokens, cache_write_tokens) =
+        match details.map(|r| &usage[r]).filter(|d| *d != b"null") {
+            None => (0, 0),
+            Some(details) => {
+                let [read, write] = scan::fields(details, ["cached_tokens", "cache_write_tokens"])?;
+                (count(details, read)?, count(details, write)?)
+            }
+        };
+    Some(Some(Usage {
+        prompt_tokens: count(usage, prompt)?,
+        completion_tokens: count(usage, completion)?,
+        cache_read_tokens,
+        cache_write_tokens,
+    }))
 }
 
 #[cfg(test)]
@@ -195,5 +280,31 @@ mod tests {
         let translated = |d, b: &[u8]| response_to_openai(d, b).ok().and_then(|(_, u)| u);
         assert_eq!(translated(Dialect::Anthropic, anthropic), Some(with_write));
         assert_eq!(translated(Dialect::Gemini, gemini), Some(read));
+    }
+
+    /// A same-dialect OpenAI answer is checked for what the gateway relies on (a choice with a
+    /// message) and its usage read; what the choices hold is the client's to read.
+    #[test]
+    fn an_openai_answer_passed_on_needs_a_choice_with_a_message() {
+        let usage = |b: &[u8]| native_usage(Dialect::OpenAi, b);
+        let counted = br#"{"choices":[{"message":{"content":7}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        assert_eq!(usage(counted).ok(), Some(Some(Usage::new(3, 2))));
+        assert_eq!(usage(br#"{"choices":[{"message":{}}]}"#).ok(), Some(None));
+        for malformed in [
+            &br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#[..],
+            br#"{"choices":[{"finish_reason":"stop"}]}"#,
+            br#"{"choices":[{"message":null}]}"#,
+            br#"{"choices":[{"message":"hi"}]}"#,
+            br#"{"choices":{"message":{}}}"#,
+            br#"{"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            br#"{"choices":[{"message":{}}]"#,
+            b"[]",
+        ] {
+            assert!(
+                usage(malformed).is_err(),
+                "{}",
+                String::from_utf8_lossy(malformed)
+            );
+        }
     }
 }

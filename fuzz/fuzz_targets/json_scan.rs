@@ -1,0 +1,41 @@
+//! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
+//! serde_json accepts, with the same value for each key asked for; and what the gateway reads
+//! with it (a chat request, the usage of an OpenAI answer passed on) is what it reads with
+//! serde_json alone.
+#![no_main]
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use switchyard::wire::{scan, transcode, ChatRequest};
+
+const KEYS: [&str; 4] = ["model", "messages", "choices", "usage"];
+
+fuzz_target!(|data: &[u8]| {
+    if let Some(found) = scan::fields(data, KEYS) {
+        assert!(
+            serde_json::from_slice::<IgnoredAny>(data).is_ok(),
+            "accepted, not JSON"
+        );
+        let map: BTreeMap<String, &RawValue> =
+            serde_json::from_slice(data).expect("accepted, not a JSON object");
+        for (key, span) in KEYS.iter().zip(found) {
+            let theirs = map.get(*key).map(|raw| raw.get().as_bytes());
+            assert_eq!(span.map(|r| &data[r]), theirs, "the value of {key}");
+        }
+    }
+    let theirs = transcode::fuzz_completion_usage(data).ok();
+    let ours = transcode::native_usage(switchyard::canonical::Dialect::OpenAi, data).ok();
+    assert_eq!(ours, theirs, "the usage of an OpenAI answer");
+    let body = Bytes::copy_from_slice(data);
+    let theirs = ChatRequest::fuzz_parse_by_serde(body.clone()).map(|r| format!("{r:?}"));
+    let ours = ChatRequest::parse(body).map(|r| format!("{r:?}"));
+    match (ours, theirs) {
+        (Ok(ours), Ok(theirs)) => assert_eq!(ours, theirs, "a chat request"),
+        (Err(ours), Err(theirs)) => assert_eq!(ours.to_string(), theirs.to_string()),
+        (ours, theirs) => panic!("a chat request: {ours:?} against {theirs:?}"),
+    }
+});

@@ -1,0 +1,424 @@
+//! A JSON scanner for the request path: it checks a body is JSON and finds the values of a few
+//! top-level keys, building nothing.
+//!
+//! serde_json reading a body into a struct of skipped and borrowed fields costs ~16
+//! instructions a byte (each key matched through a visitor, each skipped value walked by
+//! the generic deserializer); this costs a few (strings are skipped with `memchr`).
+//!
+//! It answers only for plain bodies and says `None` for anything else: not JSON, not an
+//! object, not UTF-8, a top-level key written with escapes, one of the keys asked for twice,
+//! nesting deeper than [`MAX_DEPTH`]. The caller then reads the body with serde_json, which
+//! either accepts it or says why not; so what the gateway accepts and the errors it gives are
+//! serde_json's, and this is only a faster way to the same answer for the bodies clients and
+//! providers send. `fuzz/fuzz_targets/json_scan.rs` checks that every body this accepts,
+//! serde_json accepts, with the same values for the same keys.
+
+use std::ops::Range;
+
+/// Containers nested deeper than this are left to serde_json (whose own limit is 127).
+pub const MAX_DEPTH: usize = 100;
+
+/// The spans in `body` of the values of `keys`, for a plain JSON object `body` (see the module
+/// docs); `None` when `body` is not one.
+pub fn fields<const N: usize>(body: &[u8], keys: [&str; N]) -> Option<[Option<Range<usize>>; N]> {
+    read(body, keys, &mut |_, _| Some(false))
+}
+
+/// [`fields`], and, in the same pass, for the value of `keys[list]`, an array of objects, the
+/// spans of the values of `item_keys` in each item (in the item's own bytes, given too); then
+/// `item` says whether to go on. Also the number of items. `None` as [`fields`] says it, and
+/// when that value is not an array of objects or `item` said to stop.
+pub fn fields_and_items<const N: usize, const M: usize>(
+    body: &[u8],
+    keys: [&str; N],
+    list: usize,
+    item_keys: [&str; M],
+    mut item: impl FnMut(&[u8], [Option<Range<usize>>; M]) -> bool,
+) -> Option<([Option<Range<usize>>; N], usize)> {
+    let mut count = 0;
+    let found = read(body, keys, &mut |k, scan| {
+        if k != list {
+            return Some(false);
+        }
+        scan.array(1, &mut |scan| {
+            count += 1;
+            let start = scan.i;
+            let found = scan.object(2, item_keys, &mut |_, _| Some(false))?;
+            let shift = |r: Option<Range<usize>>| r.map(|r| r.start - start..r.end - start);
+            item(&scan.b[start..scan.i], found.map(shift)).then_some(())
+        })?;
+        Some(true)
+    })?;
+    Some((found, count))
+}
+
+/// A JSON number that is a whole number in `u64` (`None` for any other, a fraction or an
+/// exponent included: serde_json refuses those for a `u64` too).
+pub fn whole_number(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+fn read<const N: usize>(
+    body: &[u8],
+    keys: [&str; N],
+    hook: &mut dyn FnMut(usize, &mut Scanner<'_>) -> Option<bool>,
+) -> Option<[Option<Range<usize>>; N]> {
+    std::str::from_utf8(body).ok()?;
+    let mut scan = Scanner { b: body, i: 0 };
+    scan.ws();
+    let found = scan.object(0, keys, hook)?;
+    scan.ws();
+    (scan.i == body.len()).then_some(found)
+}
+
+/// The high bit of each of the eight bytes of `word` (little-endian) that may be a quote, a
+/// backslash or a control character: the lowest one set is the first such byte (a borrow
+/// only marks bytes above one that is), none set when there is none.
+fn special(word: u64) -> u64 {
+    const ONES: u64 = u64::MAX / 255;
+    let control = word.wrapping_sub(ONES * 0x20) & !word;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let quote = quote.wrapping_sub(ONES) & !quote;
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    let backslash = backslash.wrapping_sub(ONES) & !backslash;
+    (control | quote | backslash) & (ONES << 7)
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.i += 1;
+        }
+    }
+
+    /// `c` next, taken.
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// One value at `i`, which is not whitespace; `depth` containers enclose it.
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'{' => self
+                .object(depth + 1, [], &mut |_, _| Some(false))
+                .map(drop),
+            b'[' => self.array(depth + 1, &mut |scan| scan.value(depth + 1)),
+            b'"' => self.string().map(drop),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i + word.len();
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, as RFC 8259 and serde_json have it.
+    fn number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.eat(b'.').is_some() {
+            self.some_digits()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.i += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.i += 1;
+            }
+            self.some_digits()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while self.peek().is_some_and(|c| c.is_ascii_digit()) {
+            self.i += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Option<()> {
+        let start = self.i;
+        self.digits();
+        (self.i > start).then_some(())
+    }
+
+    /// A string at `i` (its opening quote); whether it has escapes. No control character
+    /// unescaped; the escapes JSON has (a `\u` with any four hex digits, as serde_json skips
+    /// them). Plain bytes are skipped eight at a time.
+    fn string(&mut self) -> Option<bool> {
+        self.i += 1;
+        let mut escaped = false;
+        loop {
+            while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+                let word = u64::from_le_bytes(chunk.try_into().ok()?);
+                let special = special(word);
+                if special != 0 {
+                    self.i += special.trailing_zeros() as usize / 8;
+                    break;
+                }
+                self.i += 8;
+            }
+            match self.peek()? {
+                b'"' => {
+                    self.i += 1;
+                    return Some(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    match *self.b.get(self.i + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 2,
+                        b'u' => {
+                            let hex = self.b.get(self.i + 2..self.i + 6)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            self.i += 6;
+                        }
+                        _ => return None,
+                    }
+                }
+                0..0x20 => return None,
+                _ => self.i += 1,
+            }
+        }
+    }
+
+    /// An array at `i`; `item` reads each item (at its first byte).
+    fn array(&mut self, depth: usize, item: &mut dyn FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.eat(b'[')?;
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object at `i`, and the spans of the values of `keys` in it (when there are keys to
+    /// find, a key with escapes is `None`). `hook` is given each of those values first, at its
+    /// first byte, and says whether it read it.
+    fn object<const N: usize>(
+        &mut self,
+        depth: usize,
+        keys: [&str; N],
+        hook: &mut dyn FnMut(usize, &mut Self) -> Option<bool>,
+    ) -> Option<[Option<Range<usize>>; N]> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut found = [const { None }; N];
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(found);
+        }
+        loop {
+            if self.peek()? != b'"' {
+                return None;
+            }
+            let key_start = self.i + 1;
+            let escaped = self.string()?;
+            let key = &self.b[key_start..self.i - 1];
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            let start = self.i;
+            let k = if N > 0 {
+                if escaped {
+                    return None;
+                }
+                keys.iter().position(|k| k.as_bytes() == key)
+            } else {
+                None
+            };
+            match k {
+                Some(k) => {
+                    if !hook(k, self)? {
+                        self.value(depth)?;
+                    }
+                    if found[k].replace(start..self.i).is_some() {
+                        return None;
+                    }
+                }
+                None => self.value(depth)?,
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(found);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at<'a>(body: &'a str, span: &Option<Range<usize>>) -> Option<&'a str> {
+        span.clone().map(|r| &body[r])
+    }
+
+    #[test]
+    fn finds_the_values_of_top_level_keys_only() {
+        let body = r#" { "a" : [1, {"b": 2}] ,"b":"x\"y\u00e9","n":-0.5e+3,"c":{"a":null} } "#;
+        let found = fields(body.as_bytes(), ["a", "b", "c", "z"]).unwrap();
+        assert_eq!(at(body, &found[0]), Some(r#"[1, {"b": 2}]"#));
+        assert_eq!(at(body, &found[1]), Some(r#""x\"y\u00e9""#));
+        assert_eq!(at(body, &found[2]), Some(r#"{"a":null}"#));
+        assert_eq!(at(body, &found[3]), None);
+        assert_eq!(items_of(r#"{"a":[]}"#), Some(vec![]));
+        assert_eq!(items_of(r#"{"a":{}}"#), None);
+        assert_eq!(items_of(r#"{"a":[{}, 1]}"#), None);
+        assert_eq!(
+            items_of(r#"{"a":[{"b":1,"c":{"b":2}}, {"c":[]} ]}"#),
+            Some(vec![Some("1".into()), None])
+        );
+        assert_eq!(
+            items_of(r#"{"a":[{"b":1},{"b":"x","b":"y"}]}"#),
+            None,
+            "a key asked for, twice"
+        );
+    }
+
+    /// The `b` of each item of the array `a` of `body`.
+    fn items_of(body: &str) -> Option<Vec<Option<String>>> {
+        let mut found = Vec::new();
+        let ([a], count) = fields_and_items(body.as_bytes(), ["a"], 0, ["b"], |item, [b]| {
+            let item = std::str::from_utf8(item).unwrap();
+            found.push(at(item, &b).map(str::to_owned));
+            true
+        })?;
+        assert_eq!(count, found.len());
+        assert_eq!(a, fields(body.as_bytes(), ["a"])?[0]);
+        Some(found)
+    }
+
+    #[test]
+    fn whole_numbers_only() {
+        assert_eq!(whole_number(b"0"), Some(0));
+        assert_eq!(whole_number(b"18446744073709551615"), Some(u64::MAX));
+        for not in [
+            &b"18446744073709551616"[..],
+            b"-1",
+            b"1.0",
+            b"1e3",
+            b"",
+            b"null",
+        ] {
+            assert_eq!(whole_number(not), None);
+        }
+    }
+
+    /// What is not JSON, and what is JSON but not plain, is left to serde_json.
+    #[test]
+    fn answers_only_for_plain_json_objects() {
+        let deep = format!(
+            "{{\"a\":{}1{}}}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        let too_deep = format!(
+            "{{\"a\":{}1{}}}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert!(fields(deep.as_bytes(), ["a"]).is_some());
+        assert!(fields(too_deep.as_bytes(), ["a"]).is_none());
+        for plain in [
+            "{}",
+            r#"{"a":true,"b":false,"c":null,"d":0,"e":1.25E-7,"f":"\/\b\f\n\r\t\\"}"#,
+            "{\"a\":\"é ✓\"}",
+        ] {
+            assert!(fields(plain.as_bytes(), ["a"]).is_some(), "{plain}");
+            assert!(serde_json::from_str::<serde::de::IgnoredAny>(plain).is_ok());
+        }
+        for not_json in [
+            "",
+            "[]",
+            "1",
+            "{",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{,}",
+            "{\"a\":01}",
+            "{\"a\":1.}",
+            "{\"a\":.5}",
+            "{\"a\":1e}",
+            "{\"a\":-}",
+            "{\"a\":+1}",
+            "{\"a\":tru}",
+            "{\"a\":nul}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\u12g4\"}",
+            "{\"a\":\"\u{1}\"}",
+            "{\"a\":[1,]}",
+            "{\"a\":[1 2]}",
+            "{\"a\":1} x",
+            "{\"a\":1}}",
+            "{a:1}",
+            "{\"a\":'x'}",
+            "{\"a\":\"x}",
+            "{\"a\" 1}",
+        ] {
+            assert!(fields(not_json.as_bytes(), ["a"]).is_none(), "{not_json}");
+            assert!(
+                serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(
+                    not_json
+                )
+                .is_err(),
+                "{not_json}"
+            );
+        }
+        for not_plain in [r#"{"a":1,"a":2}"#, r#"{"\u0061":1}"#, r#"{"x\n":1}"#] {
+            assert!(fields(not_plain.as_bytes(), ["a"]).is_none(), "{not_plain}");
+        }
+        // Twice, but not a key asked for: as serde_json skips it.
+        assert!(fields(br#"{"b":1,"b":2}"#, ["a"]).is_some());
+        assert!(fields(b"{\"a\":\"\xff\"}", ["a"]).is_none());
+    }
+}
