@@ -215,18 +215,23 @@ impl Scanner<'_> {
         }
         loop {
             item(self)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.another(b']')? {
+                return Some(());
             }
+        }
+    }
+
+    /// After an item: a comma (`true`: another item follows) or `close` (`false`), taken with
+    /// the whitespace around it.
+    fn another(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let c = self.peek()?;
+        self.i += 1;
+        if c == b',' {
+            self.ws();
+            Some(true)
+        } else {
+            (c == close).then_some(false)
         }
     }
 
@@ -278,17 +283,8 @@ impl Scanner<'_> {
                 }
                 None => self.value(depth)?,
             }
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.i += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.i += 1;
-                    return Some(found);
-                }
-                _ => return None,
+            if !self.another(b'}')? {
+                return Some(found);
             }
         }
     }
