@@ -46,6 +46,22 @@ async fn refusal(resp: reqwest::Response) -> (u16, String) {
     (status, code.to_owned())
 }
 
+/// The refusal of `method path` sent with the header `(name, value)` and no body.
+async fn refusal_of(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    (name, value): (&str, &str),
+) -> (u16, String) {
+    let resp = client()
+        .request(method, gw.url(path))
+        .header(name, value)
+        .send()
+        .await
+        .unwrap();
+    refusal(resp).await
+}
+
 /// Without `[auth]`: a request whose `Origin` is another site's gets 403 `cross_origin` on
 /// every client API endpoint, in its dialect's envelope, and reaches no provider; `null`
 /// (a sandboxed frame) too. The gateway's own origin, a page of this machine and a request
@@ -80,14 +96,8 @@ async fn a_page_of_another_site_cannot_use_the_client_api_without_keys() {
             (reqwest::Method::GET, "/v1/models"),
             (reqwest::Method::DELETE, "/v1/responses/resp_x"),
         ] {
-            let resp = client()
-                .request(method, gw.url(path))
-                .header("origin", origin)
-                .send()
-                .await
-                .unwrap();
             assert_eq!(
-                refusal(resp).await,
+                refusal_of(&gw, method, path, ("origin", origin)).await,
                 (403, "cross_origin".into()),
                 "{origin} {path}"
             );
@@ -124,14 +134,8 @@ async fn a_rebound_name_cannot_reach_the_client_api_of_a_loopback_gateway_withou
     let resp = simple_post(&gw, "/v1/responses", &responses_body(), &evil).await;
     assert_eq!(refusal(resp).await, (403, "host_not_allowed".into()));
     for path in ["/v1/models", "/v1/responses/resp_x"] {
-        let resp = client()
-            .get(gw.url(path))
-            .header("host", evil[0].1)
-            .send()
-            .await
-            .unwrap();
         assert_eq!(
-            refusal(resp).await,
+            refusal_of(&gw, reqwest::Method::GET, path, evil[0]).await,
             (403, "host_not_allowed".into()),
             "{path}"
         );

@@ -161,8 +161,9 @@ impl ChatRequest {
         let model_range = shallow.model.ok_or(RequestError::Model)?;
         let model = model_text(text(&model_range)).ok_or(RequestError::Model)?;
         let messages_range = shallow.messages.ok_or(RequestError::Messages)?;
-        let messages = text(&messages_range);
-        if !messages.starts_with('[') || messages[1..].trim_start().starts_with(']') {
+        // Bytes, not text: the messages are most of a body, and were checked as JSON already.
+        let messages = &body[messages_range.clone()];
+        if messages.first() != Some(&b'[') || messages[1..].trim_ascii_start().starts_with(b"]") {
             return Err(RequestError::Messages);
         }
         let stream = shallow.stream.unwrap_or(false);

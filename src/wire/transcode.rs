@@ -212,20 +212,19 @@ pub fn fuzz_completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateErro
 /// one pass: `None` when it is not one, for serde_json to say why (or to accept what is not
 /// plain).
 fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
-    let ([_, usage], choices) = scan::fields_and_items(
-        body,
-        ["choices", "usage"],
-        0,
-        ["message"],
-        |choice, [message]| message.is_some_and(|m| choice[m.start] == b'{'),
-    )?;
+    let ([_, usage], choices) =
+        scan::fields_and_items(body, ["choices", "usage"], 0, ["message"], |[message]| {
+            message.is_some_and(|m| body[m.start] == b'{')
+        })?;
     if choices == 0 {
         return None;
     }
-    let Some(usage) = usage.map(|r| &body[r]).filter(|u| *u != b"null") else {
+    let not_null = |r: &std::ops::Range<usize>| &body[r.clone()] != b"null";
+    let Some(usage) = usage.filter(not_null) else {
         return Some(None);
     };
-    let [prompt, completion, details] = scan::fields(
+    let [prompt, completion, details] = scan::fields_in(
+        body,
         usage,
         [
             "prompt_tokens",
@@ -233,21 +232,21 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
             "prompt_tokens_details",
         ],
     )?;
-    let count = |of: &[u8], r: Option<std::ops::Range<usize>>| match r {
-        Some(r) => scan::whole_number(&of[r]),
+    let count = |r: Option<std::ops::Range<usize>>| match r {
+        Some(r) => scan::whole_number(&body[r]),
         None => Some(0),
     };
-    let (cache_read_tokens, cache_write_tokens) =
-        match details.map(|r| &usage[r]).filter(|d| *d != b"null") {
-            None => (0, 0),
-            Some(details) => {
-                let [read, write] = scan::fields(details, ["cached_tokens", "cache_write_tokens"])?;
-                (count(details, read)?, count(details, write)?)
-            }
-        };
+    let (cache_read_tokens, cache_write_tokens) = match details.filter(not_null) {
+        None => (0, 0),
+        Some(details) => {
+            let [read, write] =
+                scan::fields_in(body, details, ["cached_tokens", "cache_write_tokens"])?;
+            (count(read)?, count(write)?)
+        }
+    };
     Some(Some(Usage {
-        prompt_tokens: count(usage, prompt)?,
-        completion_tokens: count(usage, completion)?,
+        prompt_tokens: count(prompt)?,
+        completion_tokens: count(completion)?,
         cache_read_tokens,
         cache_write_tokens,
     }))
