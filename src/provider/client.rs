@@ -2,17 +2,21 @@
 //! keep-alive and HTTP/2 (negotiated by ALPN), no retries or redirects (the failover loop owns
 //! retries).
 //!
+//! HTTP/1.1 is our own (`h1`): a call writes its request and reads its answer from its own
+//! task, with no connection task in between. HTTP/2 is hyper's.
+//!
 //! The pool is our own rather than hyper-util's: a provider has one destination, so a pool is
 //! a stack of idle HTTP/1 connections (the most recently used on top) and at most one shared
 //! HTTP/2 connection behind one lock. An HTTP/1 connection goes back on the stack when its
 //! response body has been read to the end, from inside the body itself; hyper-util's pool spawns
 //! a task per response to wait for that, hashes a pool key and races a connect on every
 //! checkout: together 9% of the gateway's instructions per request (`bench/instructions`).
-//! Idle connections are closed after 60 to 90 s by a sweep every 30 s, without reading the
-//! clock per request.
+//! An idle connection the upstream closed (or sent anything on) is found at checkout, without
+//! waiting, and dropped. Idle connections are closed after 60 to 90 s by a sweep every 30 s,
+//! without reading the clock per request.
 //!
 //! With the server on several threads of its own (`app::Server`), each has its own pools: a
-//! connection is driven by a task on the runtime that opened it, so a request served on one
+//! connection's socket belongs to the runtime that opened it, so a request served on one
 //! thread never waits for another thread to be woken to write or read its upstream call.
 //!
 //! A request that could not be written on a pooled connection (it was closing) is sent on
@@ -36,9 +40,9 @@ use futures_util::stream::{BoxStream, StreamExt};
 use http::{header, Request, Response, Uri};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_rustls::builderstates::WantsSchemes;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
 use hyper_util::client::proxy::matcher::Matcher;
@@ -46,12 +50,17 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tower_service::Service;
 
+use super::h1;
 use crate::config::ProviderConfig;
 
 /// A response body as it arrives.
-pub type ByteStream = BoxStream<'static, Result<Bytes, hyper::Error>>;
+pub type ByteStream = BoxStream<'static, Result<Bytes, BoxError>>;
 
-type BoxError = Box<dyn Error + Send + Sync>;
+/// Why a call or its body failed: the transport's own error.
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+/// An upstream connection's transport: TCP, or TLS over TCP.
+type Io = TokioIo<MaybeHttpsStream<TokioIo<TcpStream>>>;
 
 /// Idle HTTP/1 connections kept per provider.
 const MAX_IDLE: usize = 256;
@@ -128,7 +137,7 @@ pub enum SendError {
     Connect(BoxError),
     /// The connection broke (or the peer spoke no HTTP) before a response head arrived.
     #[error("{0}")]
-    Http(#[from] hyper::Error),
+    Http(BoxError),
 }
 
 /// A pooled client for one provider: every request goes to the provider's one destination.
@@ -152,7 +161,7 @@ pub fn enter_worker(index: usize) {
 
 /// A connection taken from the pool or just made.
 enum Conn {
-    H1(http1::SendRequest<Full<Bytes>>),
+    H1(Box<h1::Conn<Io>>),
     H2(http2::SendRequest<Full<Bytes>>),
 }
 
@@ -166,7 +175,7 @@ struct Pool {
 
 #[derive(Debug, Default)]
 struct PoolState {
-    idle: Vec<(http1::SendRequest<Full<Bytes>>, u64)>,
+    idle: Vec<(Box<h1::Conn<Io>>, u64)>,
     h2: Option<http2::SendRequest<Full<Bytes>>>,
 }
 
@@ -176,21 +185,27 @@ impl Pool {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A connection for a request: the shared HTTP/2 one, else the idle HTTP/1 one used
+    /// last that is still open (those found closed are dropped).
     fn checkout(&self) -> Option<Conn> {
-        let mut state = self.lock();
-        if let Some(h2) = &state.h2 {
-            if !h2.is_closed() {
-                return Some(Conn::H2(h2.clone()));
+        loop {
+            let (mut conn, _) = {
+                let mut state = self.lock();
+                if let Some(h2) = &state.h2 {
+                    if !h2.is_closed() {
+                        return Some(Conn::H2(h2.clone()));
+                    }
+                    state.h2 = None;
+                }
+                state.idle.pop()?
+            };
+            if conn.is_open() {
+                return Some(Conn::H1(conn));
             }
-            state.h2 = None;
         }
-        state.idle.pop().map(|(conn, _)| Conn::H1(conn))
     }
 
-    fn put(&self, conn: http1::SendRequest<Full<Bytes>>) {
-        if conn.is_closed() {
-            return;
-        }
+    fn put(&self, conn: Box<h1::Conn<Io>>) {
         let sweep = self.sweeps.load(Ordering::Relaxed);
         let mut state = self.lock();
         if state.idle.len() < MAX_IDLE {
@@ -205,7 +220,7 @@ impl Pool {
         }
     }
 
-    /// Close connections idle for `IDLE_SWEEPS` whole sweeps, and forget closed ones.
+    /// Close connections idle for `IDLE_SWEEPS` whole sweeps, and those the upstream closed.
     fn sweep(&self) {
         let now = self.sweeps.fetch_add(1, Ordering::Relaxed) + 1;
         let closed = {
@@ -216,7 +231,7 @@ impl Pool {
             let before = state.idle.len();
             state
                 .idle
-                .retain(|(conn, at)| now - at <= IDLE_SWEEPS && !conn.is_closed());
+                .retain_mut(|(conn, at)| now - *at <= IDLE_SWEEPS && conn.is_open());
             before - state.idle.len()
         };
         if closed > 0 {
@@ -264,53 +279,28 @@ fn client_over(config: &ProviderConfig, tls: HttpsConnectorBuilder<WantsSchemes>
 impl HttpClient {
     /// Send `req` (an absolute URI at this provider, with its `Host` header) and wait for the
     /// response head.
-    pub async fn request(
-        &self,
-        mut req: Request<Full<Bytes>>,
-    ) -> Result<Response<Body>, SendError> {
-        let uri = req.uri().clone();
-        *req.uri_mut() = origin_form(&uri);
+    pub async fn request(&self, req: Request<Bytes>) -> Result<Response<Body>, SendError> {
         let pool = &self.pools[WORKER.with(Cell::get) % self.pools.len()];
         while let Some(conn) = pool.checkout() {
             match conn {
-                Conn::H2(conn) => return self.send_h2(conn, req, &uri).await,
-                Conn::H1(mut conn) => {
-                    if !conn.is_ready() && conn.ready().await.is_err() {
-                        continue;
-                    }
-                    match conn.try_send_request(req).await {
-                        Ok(resp) => return Ok(pooled(pool, resp, conn)),
-                        Err(mut e) => match e.take_message() {
-                            // Not written: the connection was closing. Another one takes it.
-                            Some(unsent) => req = unsent,
-                            None => return Err(e.into_error().into()),
-                        },
-                    }
-                }
+                Conn::H2(conn) => return send_h2(conn, req).await,
+                Conn::H1(conn) => match conn.send(&req).await {
+                    Ok(resp) => return Ok(pooled(pool, resp)),
+                    // Not written: the connection was closing. Another one takes it.
+                    Err(e) if !e.written => continue,
+                    Err(e) => return Err(SendError::Http(e.error.into())),
+                },
             }
         }
         // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline, it would
         // make every request's future (moved into a box per attempt) that much larger.
-        match Box::pin(self.connect(pool, &uri)).await? {
-            Conn::H2(conn) => self.send_h2(conn, req, &uri).await,
-            Conn::H1(mut conn) => {
-                let resp = conn.send_request(req).await?;
-                Ok(pooled(pool, resp, conn))
-            }
+        match Box::pin(self.connect(pool, req.uri())).await? {
+            Conn::H2(conn) => send_h2(conn, req).await,
+            Conn::H1(conn) => match conn.send(&req).await {
+                Ok(resp) => Ok(pooled(pool, resp)),
+                Err(e) => Err(SendError::Http(e.error.into())),
+            },
         }
-    }
-
-    async fn send_h2(
-        &self,
-        mut conn: http2::SendRequest<Full<Bytes>>,
-        mut req: Request<Full<Bytes>>,
-        uri: &Uri,
-    ) -> Result<Response<Body>, SendError> {
-        // HTTP/2 carries the authority in `:authority`, from an absolute URI.
-        *req.uri_mut() = uri.clone();
-        req.headers_mut().remove(header::HOST);
-        let resp = conn.send_request(req).await?;
-        Ok(resp.map(|inner| Body { inner, reuse: None }))
     }
 
     /// A new connection to `uri`'s scheme and authority, HTTP/2 if the server chose it by ALPN
@@ -329,7 +319,8 @@ impl HttpClient {
             let (conn, driver) = http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .handshake(io)
-                .await?;
+                .await
+                .map_err(|e| SendError::Http(e.into()))?;
             tokio::spawn(async move {
                 if let Err(e) = driver.await {
                     tracing::debug!(error = %e, "upstream HTTP/2 connection ended");
@@ -338,78 +329,84 @@ impl HttpClient {
             pool.set_h2(&conn);
             Ok(Conn::H2(conn))
         } else {
-            let (conn, driver) = http1::handshake(io).await?;
-            tokio::spawn(async move {
-                if let Err(e) = driver.await {
-                    tracing::debug!(error = %e, "upstream connection ended");
-                }
-            });
-            Ok(Conn::H1(conn))
+            Ok(Conn::H1(h1::Conn::new(TokioIo::new(io))))
         }
     }
 }
 
-/// An HTTP/1 response whose connection goes back to `pool` when its body has been read.
-fn pooled(
-    pool: &Arc<Pool>,
-    resp: Response<Incoming>,
-    conn: http1::SendRequest<Full<Bytes>>,
-) -> Response<Body> {
-    let pool = Arc::clone(pool);
-    resp.map(|inner| Body {
-        inner,
-        reuse: Some((conn, pool)),
-    })
+/// `req` on a shared HTTP/2 connection.
+async fn send_h2(
+    mut conn: http2::SendRequest<Full<Bytes>>,
+    req: Request<Bytes>,
+) -> Result<Response<Body>, SendError> {
+    // HTTP/2 carries the authority in `:authority`, from the absolute URI.
+    let mut req = req.map(Full::new);
+    req.headers_mut().remove(header::HOST);
+    let resp = conn
+        .send_request(req)
+        .await
+        .map_err(|e| SendError::Http(e.into()))?;
+    Ok(resp.map(|body| Body(Inner::H2(body))))
 }
 
-/// `/path?query` of an absolute URI, as HTTP/1 sends it.
-fn origin_form(uri: &Uri) -> Uri {
-    match uri.path_and_query() {
-        Some(path) => Uri::from(path.clone()),
-        None => Uri::from_static("/"),
-    }
+/// An HTTP/1 response whose connection goes back to `pool` when its body has been read.
+fn pooled(pool: &Arc<Pool>, resp: Response<h1::Body<Io>>) -> Response<Body> {
+    let pool = Arc::clone(pool);
+    resp.map(|body| Body(Inner::H1(body, pool)))
 }
 
 /// An upstream response body. An HTTP/1 connection is given back to its pool once the body
 /// has been read to its end; a body dropped before that closes its connection.
 #[derive(Debug)]
-pub struct Body {
-    inner: Incoming,
-    reuse: Option<(http1::SendRequest<Full<Bytes>>, Arc<Pool>)>,
+pub struct Body(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    H1(h1::Body<Io>, Arc<Pool>),
+    H2(Incoming),
 }
 
 impl hyper::body::Body for Body {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let frame = Pin::new(&mut self.inner).poll_frame(cx);
-        match &frame {
-            Poll::Ready(None) => {
-                if let Some((conn, pool)) = self.reuse.take() {
-                    pool.put(conn);
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut self.0 {
+            Inner::H1(body, pool) => {
+                let data = std::task::ready!(body.poll_data(cx));
+                if data.is_none() {
+                    if let Some(conn) = body.take_idle() {
+                        pool.put(conn);
+                    }
                 }
+                Poll::Ready(data.map(|d| d.map(Frame::data).map_err(Into::into)))
             }
-            Poll::Ready(Some(Err(_))) => self.reuse = None,
-            _ => {}
+            Inner::H2(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
         }
-        frame
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.0 {
+            Inner::H1(body, _) => body.is_end_stream(),
+            Inner::H2(body) => body.is_end_stream(),
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match &self.0 {
+            Inner::H1(body, _) => body
+                .exact_len()
+                .map_or_else(SizeHint::new, SizeHint::with_exact),
+            Inner::H2(body) => body.size_hint(),
+        }
     }
 }
 
 /// A body read whole (tests; the request path reads with [`read_at_most`]).
-pub async fn read_all(body: Body) -> Result<Bytes, hyper::Error> {
+pub async fn read_all(body: Body) -> Result<Bytes, BoxError> {
     Ok(body.collect().await?.to_bytes())
 }
 
@@ -417,7 +414,7 @@ pub async fn read_all(body: Body) -> Result<Bytes, hyper::Error> {
 /// `Content-Length` or as it arrives), its first `max` bytes and `true`. What an upstream
 /// sends is the upstream's choice: nothing it sends is held beyond `max`. A body left unread
 /// closes its connection instead of going back to the pool.
-pub async fn read_at_most(mut body: Body, max: usize) -> Result<(Bytes, bool), hyper::Error> {
+pub async fn read_at_most(mut body: Body, max: usize) -> Result<(Bytes, bool), BoxError> {
     let declared = hyper::body::Body::size_hint(&body).exact();
     let mut buf = bytes::BytesMut::new();
     if declared.is_some_and(|n| n > max as u64) {

@@ -11,8 +11,8 @@ use super::*;
 use crate::config::ProviderKind;
 
 /// A bare HTTP/1.1 server answering every request with a 64 KiB body: counts the
-/// connections it accepted and those that ended; `close` answers `connection: close`
-/// and hangs up after each response.
+/// connections it accepted and those that ended, and hangs up after each response as `close`
+/// says.
 struct Upstream {
     addr: SocketAddr,
     accepted: Arc<AtomicUsize>,
@@ -20,6 +20,16 @@ struct Upstream {
 }
 
 const BODY_LEN: usize = 64 * 1024;
+
+/// Whether the upstream hangs up after a response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Close {
+    Never,
+    /// With `connection: close` in the response.
+    Said,
+    /// Without a word (an upstream's idle timeout).
+    Unsaid,
+}
 
 /// The length of the first whole request in `buf` (head and `content-length` body).
 fn whole_request(buf: &[u8]) -> Option<usize> {
@@ -34,7 +44,7 @@ fn whole_request(buf: &[u8]) -> Option<usize> {
     (buf.len() >= head + body).then_some(head + body)
 }
 
-async fn upstream(close: bool) -> Upstream {
+async fn upstream(close: Close) -> Upstream {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -58,11 +68,15 @@ async fn upstream(close: bool) -> Upstream {
                         buf.drain(..len);
                         let head = format!(
                             "HTTP/1.1 200 OK\r\ncontent-length: {BODY_LEN}\r\n{}\r\n",
-                            if close { "connection: close\r\n" } else { "" }
+                            if close == Close::Said {
+                                "connection: close\r\n"
+                            } else {
+                                ""
+                            }
                         );
                         let mut resp = head.into_bytes();
                         resp.resize(resp.len() + BODY_LEN, b'x');
-                        if sock.write_all(&resp).await.is_err() || close {
+                        if sock.write_all(&resp).await.is_err() || close != Close::Never {
                             break 'conn;
                         }
                     }
@@ -96,8 +110,8 @@ fn client(addr: SocketAddr) -> HttpClient {
     build_client(&provider_config(addr))
 }
 
-fn post(addr: SocketAddr) -> Request<Full<Bytes>> {
-    let mut req = Request::new(Full::new(Bytes::from_static(b"{}")));
+fn post(addr: SocketAddr) -> Request<Bytes> {
+    let mut req = Request::new(Bytes::from_static(b"{}"));
     *req.method_mut() = http::Method::POST;
     *req.uri_mut() = format!("http://{addr}/v1/chat/completions")
         .parse()
@@ -124,7 +138,7 @@ async fn eventually(what: &str, check: impl Fn() -> bool) {
 }
 
 /// Connections the upstream accepted for three requests in a row, each read to its end.
-async fn connections_for_three_calls(close: bool) -> usize {
+async fn connections_for_three_calls(close: Close) -> usize {
     let up = upstream(close).await;
     let client = client(up.addr);
     for _ in 0..3 {
@@ -135,12 +149,12 @@ async fn connections_for_three_calls(close: bool) -> usize {
 
 #[tokio::test]
 async fn requests_read_to_the_end_share_one_connection() {
-    assert_eq!(connections_for_three_calls(false).await, 1);
+    assert_eq!(connections_for_three_calls(Close::Never).await, 1);
 }
 
 #[tokio::test]
 async fn a_body_dropped_unread_takes_its_connection_with_it() {
-    let up = upstream(false).await;
+    let up = upstream(Close::Never).await;
     let client = client(up.addr);
     let resp = client.request(post(up.addr)).await.unwrap();
     drop(resp);
@@ -154,12 +168,26 @@ async fn a_body_dropped_unread_takes_its_connection_with_it() {
 
 #[tokio::test]
 async fn a_connection_the_server_closes_is_not_used_again() {
-    assert_eq!(connections_for_three_calls(true).await, 3);
+    assert_eq!(connections_for_three_calls(Close::Said).await, 3);
+}
+
+#[tokio::test]
+async fn an_idle_connection_the_server_closed_is_dropped_at_checkout() {
+    let up = upstream(Close::Unsaid).await;
+    let client = client(up.addr);
+    for round in 1..=3 {
+        assert_eq!(call(&client, up.addr).await, BODY_LEN);
+        eventually("the server hangs up", || {
+            up.ended.load(Ordering::SeqCst) == round
+        })
+        .await;
+    }
+    assert_eq!(up.accepted.load(Ordering::SeqCst), 3);
 }
 
 #[tokio::test]
 async fn idle_connections_are_closed_after_two_whole_sweeps() {
-    let up = upstream(false).await;
+    let up = upstream(Close::Never).await;
     let client = client(up.addr);
     call(&client, up.addr).await;
     let idle = || client.pools[0].lock().idle.len();
@@ -185,7 +213,7 @@ async fn idle_connections_are_closed_after_two_whole_sweeps() {
 
 #[tokio::test]
 async fn each_server_thread_has_its_own_connections() {
-    let up = upstream(false).await;
+    let up = upstream(Close::Never).await;
     let mut client = client(up.addr);
     client.pools = (0..2).map(|_| Arc::default()).collect();
     call(&client, up.addr).await;

@@ -9,6 +9,7 @@ pub mod bedrock;
 mod client;
 mod fields;
 mod gemini;
+mod h1;
 mod openai;
 pub mod vertex;
 
@@ -16,14 +17,17 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, Method, Request, Uri};
-use http_body_util::Full;
 
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
 pub use self::client::{
-    build_client, enter_worker, read_all, read_at_most, stream, Body, ByteStream, Dial, HttpClient,
-    SendError,
+    build_client, enter_worker, read_all, read_at_most, stream, Body, BoxError, ByteStream, Dial,
+    HttpClient, SendError,
 };
+/// Fuzzing: the HTTP/1.1 client reading an upstream's answer (`fuzz/fuzz_targets/h1_response.rs`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use self::h1::fuzz_response as fuzz_h1_response;
 
 /// A configured upstream API account with its connection pool.
 #[derive(Debug)]
@@ -211,7 +215,7 @@ impl Provider {
         body: Vec<u8>,
         client: &[(HeaderName, HeaderValue)],
         bearer: Option<HeaderValue>,
-    ) -> Result<Request<Full<Bytes>>, String> {
+    ) -> Result<Request<Bytes>, String> {
         let bedrock = self.config.kind == ProviderKind::Bedrock;
         let body = match self.config.kind {
             ProviderKind::Bedrock => {
@@ -225,7 +229,7 @@ impl Provider {
             _ => body,
         };
         let body = Bytes::from(body);
-        let mut req = Request::new(Full::new(body.clone()));
+        let mut req = Request::new(body.clone());
         *req.method_mut() = Method::POST;
         *req.uri_mut() = uri.clone();
         let headers = req.headers_mut();

@@ -93,7 +93,7 @@ fn with_query(url: &http::Uri, query: &str) -> Result<http::Uri, http::uri::Inva
 }
 
 /// A failure reading a body: the connection broke.
-fn body_error(_: hyper::Error) -> AttemptError {
+fn body_error(_: crate::provider::BoxError) -> AttemptError {
     AttemptError::Reset
 }
 

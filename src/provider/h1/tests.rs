@@ -1,0 +1,315 @@
+//! The HTTP/1.1 client connection against scripted upstreams: what it writes, how it reads
+//! every framing in pieces of every size, when it keeps a connection, and what it refuses.
+
+use std::collections::VecDeque;
+
+use super::script::Script;
+use super::*;
+
+fn post() -> Request<Bytes> {
+    let mut req = Request::new(Bytes::from_static(b"{\"a\":1}"));
+    *req.method_mut() = Method::POST;
+    *req.uri_mut() = Uri::from_static("http://up.example:8080/v1/chat?x=1");
+    req
+}
+
+use http::Uri;
+
+/// `answer` cut into pieces of `size` bytes.
+fn pieces(answer: &[u8], size: usize) -> Vec<Vec<u8>> {
+    answer.chunks(size).map(<[u8]>::to_vec).collect()
+}
+
+/// The response to one POST over `script`: its status, body and whether the connection
+/// came back for another request.
+async fn exchange(script: Script) -> Result<(u16, Vec<u8>, Option<Box<Conn<Script>>>), Error> {
+    let resp = Conn::new(script).send(&post()).await.map_err(|e| e.error)?;
+    let status = resp.status().as_u16();
+    let mut body = resp.into_body();
+    let mut read = Vec::new();
+    while let Some(piece) = poll_fn(|cx| body.poll_data(cx)).await {
+        read.extend_from_slice(&piece?);
+    }
+    assert!(body.is_end_stream());
+    Ok((status, read, body.take_idle()))
+}
+
+/// The same answer read in pieces of every size from 1 byte to all of it at once, each
+/// also with a pause between pieces: all read alike.
+async fn read_every_way(answer: &[u8]) -> Result<(u16, Vec<u8>, bool), Error> {
+    let whole = exchange(Script::reading([answer.to_vec()])).await;
+    let whole = whole.map(|(status, body, idle)| (status, body, idle.is_some()));
+    for size in 1..answer.len() {
+        for pause in [false, true] {
+            let mut reads: VecDeque<_> = VecDeque::new();
+            for piece in pieces(answer, size) {
+                if pause {
+                    reads.push_back(None);
+                }
+                reads.push_back(Some(piece));
+            }
+            let script = Script {
+                reads,
+                written: Vec::new(),
+            };
+            let got = exchange(script).await;
+            let got = got.map(|(status, body, idle)| (status, body, idle.is_some()));
+            assert_eq!(
+                format!("{got:?}"),
+                format!("{whole:?}"),
+                "pieces of {size} (pause {pause})"
+            );
+        }
+    }
+    whole
+}
+
+#[tokio::test]
+async fn a_request_is_written_in_origin_form_with_its_length() {
+    let mut req = post();
+    req.headers_mut()
+        .insert("authorization", HeaderValue::from_static("Bearer k"));
+    // The client's own framing headers are not ours to send on.
+    req.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from_static("999"));
+    req.headers_mut()
+        .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    let mut conn = Conn::new(Script::default());
+    conn.encode_head(&req);
+    conn.write_all(req.body()).await.unwrap();
+    assert_eq!(
+        String::from_utf8(conn.io.written).unwrap(),
+        "POST /v1/chat?x=1 HTTP/1.1\r\nhost: up.example:8080\r\nauthorization: Bearer k\r\n\
+         content-length: 7\r\n\r\n{\"a\":1}"
+    );
+    // A Host given is the one sent.
+    let mut req = post();
+    req.headers_mut()
+        .insert(HOST, HeaderValue::from_static("other"));
+    *req.uri_mut() = Uri::from_static("/");
+    *req.body_mut() = Bytes::new();
+    let mut conn = Conn::new(Script::default());
+    conn.encode_head(&req);
+    conn.write_all(req.body()).await.unwrap();
+    assert_eq!(
+        String::from_utf8(conn.io.written).unwrap(),
+        "POST / HTTP/1.1\r\nhost: other\r\ncontent-length: 0\r\n\r\n"
+    );
+}
+
+#[tokio::test]
+async fn a_body_of_known_length_is_read_in_any_pieces_and_the_connection_kept() {
+    let answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}";
+    let (status, body, idle) = read_every_way(answer).await.unwrap();
+    assert_eq!(
+        (status, &body[..], idle),
+        (200, &b"{\"ok\":true}"[..], true)
+    );
+}
+
+#[tokio::test]
+async fn a_chunked_body_is_read_in_any_pieces_with_extensions_and_trailers() {
+    let answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+        5;name=v\r\nhello\r\n1\r\n \r\nA \r\n0123456789\r\n0\r\nx-trailer: 1\r\n\r\n";
+    let (status, body, idle) = read_every_way(answer).await.unwrap();
+    assert_eq!(
+        (status, &body[..], idle),
+        (200, &b"hello 0123456789"[..], true)
+    );
+}
+
+#[tokio::test]
+async fn a_body_without_length_ends_with_the_connection() {
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it";
+    let (status, body, idle) = read_every_way(answer).await.unwrap();
+    assert_eq!((status, &body[..], idle), (200, &b"all of it"[..], false));
+}
+
+#[tokio::test]
+async fn informational_heads_are_skipped() {
+    let answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: <x>\r\n\r\n\
+        HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok";
+    let (status, body, idle) = read_every_way(answer).await.unwrap();
+    assert_eq!((status, &body[..], idle), (201, &b"ok"[..], true));
+}
+
+#[tokio::test]
+async fn connections_are_kept_only_when_the_upstream_means_to() {
+    let kept = |answer: &'static [u8]| async move {
+        exchange(Script::reading([answer.to_vec()]))
+            .await
+            .unwrap()
+            .2
+            .is_some()
+    };
+    assert!(!kept(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 0\r\n\r\n").await);
+    assert!(!kept(b"HTTP/1.1 200 OK\r\nConnection: x, Close\r\ncontent-length: 0\r\n\r\n").await);
+    assert!(!kept(b"HTTP/1.0 200 OK\r\ncontent-length: 0\r\n\r\n").await);
+    assert!(kept(b"HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ncontent-length: 0\r\n\r\n").await);
+    // Something after the body: the connection is out of step.
+    assert!(!kept(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nxy").await);
+    // Both framings: chunked wins, and the connection is not trusted again.
+    let (_, body, idle) = exchange(Script::reading([
+        b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\
+            transfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+            .to_vec(),
+    ]))
+    .await
+    .unwrap();
+    assert_eq!((&body[..], idle.is_some()), (&b"ok"[..], false));
+}
+
+#[tokio::test]
+async fn no_body_is_read_after_204_304_or_a_head_request() {
+    for answer in [
+        &b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n"[..],
+        b"HTTP/1.1 304 Not Modified\r\ntransfer-encoding: chunked\r\n\r\n",
+    ] {
+        let (_, body, idle) = exchange(Script::reading([answer.to_vec()])).await.unwrap();
+        assert_eq!((body.len(), idle.is_some()), (0, true));
+    }
+    let mut req = post();
+    *req.method_mut() = Method::HEAD;
+    *req.body_mut() = Bytes::new();
+    let script = Script::reading([b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_vec()]);
+    let resp = Conn::new(script).send(&req).await.unwrap();
+    let mut body = resp.into_body();
+    assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
+    assert!(body.take_idle().is_some());
+}
+
+#[tokio::test]
+async fn the_body_s_length_is_known_from_its_head() {
+    let script = Script::reading([b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_vec()]);
+    let resp = Conn::new(script).send(&post()).await.unwrap();
+    assert_eq!(resp.body().exact_len(), Some(5));
+    let script =
+        Script::reading([b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()]);
+    let resp = Conn::new(script).send(&post()).await.unwrap();
+    assert_eq!(resp.body().exact_len(), None);
+}
+
+/// The error reading `answer` (in one piece).
+async fn refusal(answer: &[u8]) -> String {
+    match exchange(Script::reading([answer.to_vec()])).await {
+        Ok(read) => panic!("read: {read:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn what_the_upstream_cannot_send_is_an_error() {
+    let closed = "upstream closed the connection before";
+    assert_eq!(refusal(b"").await, format!("{closed} a response"));
+    assert_eq!(
+        refusal(b"HTTP/1.1 200 OK\r\n").await,
+        format!("{closed} the end of the response head")
+    );
+    assert_eq!(
+        refusal(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab").await,
+        format!("{closed} the end of the body")
+    );
+    assert_eq!(
+        refusal(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab").await,
+        format!("{closed} the end of a chunk")
+    );
+    assert_eq!(
+        refusal(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n").await,
+        format!("{closed} the end of a chunked body")
+    );
+    let invalid = "upstream sent an invalid response:";
+    for (answer, why) in [
+        (&b"SSH-2.0-OpenSSH\r\n\r\n"[..], "not HTTP/1"),
+        (b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n", "a malformed head"),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            "an unasked protocol switch",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1x\r\n\r\n",
+            "a content-length",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
+            "a content-length",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
+            "content-lengths that differ",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            "a chunk size",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n11111111111111111\r\n",
+            "a chunk size",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nabc",
+            "a chunk not ended by CRLF",
+        ),
+    ] {
+        assert_eq!(
+            refusal(answer).await,
+            format!("{invalid} {why}"),
+            "{answer:?}"
+        );
+    }
+    // What an upstream could make it hold.
+    let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+    many.extend(b"x: y\r\n".repeat(MAX_FIELDS + 1));
+    many.extend(b"\r\n");
+    assert_eq!(
+        refusal(&many).await,
+        format!("{invalid} over 128 header fields")
+    );
+    let mut long = b"HTTP/1.1 200 OK\r\nx: ".to_vec();
+    long.resize(MAX_HEAD + 10, b'y');
+    assert_eq!(
+        refusal(&long).await,
+        format!("{invalid} a head over 64 KiB")
+    );
+    let mut line = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1;".to_vec();
+    line.resize(line.len() + 5000, b'e');
+    assert_eq!(
+        refusal(&line).await,
+        format!("{invalid} a chunk-size line over 4 KiB")
+    );
+    let mut trailers = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n".to_vec();
+    trailers.extend(b"x-t: 1234567890\r\n".repeat(1100));
+    assert_eq!(
+        refusal(&trailers).await,
+        format!("{invalid} trailers over 16 KiB")
+    );
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_open_until_its_upstream_closes_or_speaks() {
+    // Nothing to read yet: open.
+    let mut conn = Conn::new(Script {
+        reads: VecDeque::from([None]),
+        written: Vec::new(),
+    });
+    assert!(conn.is_open());
+    // Closed.
+    assert!(!Conn::new(Script::default()).is_open());
+    // Sent something unasked.
+    assert!(!Conn::new(Script::reading([b"HTTP/1.1 408 x\r\n\r\n".to_vec()])).is_open());
+}
+
+#[tokio::test]
+async fn a_kept_connection_takes_the_next_request() {
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n";
+    let script = Script::reading([[&answer[..], b"a"].concat(), [&answer[..], b"b"].concat()]);
+    let (_, first, idle) = exchange(script).await.unwrap();
+    let conn = idle.unwrap();
+    let resp = conn.send(&post()).await.unwrap();
+    let mut body = resp.into_body();
+    let second = poll_fn(|cx| body.poll_data(cx)).await.unwrap().unwrap();
+    assert_eq!((&first[..], &second[..]), (&b"a"[..], &b"b"[..]));
+    assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
+    let conn = body.take_idle().unwrap();
+    let written = String::from_utf8(conn.io.written).unwrap();
+    assert_eq!(written.matches("POST /v1/chat?x=1 HTTP/1.1\r\n").count(), 2);
+}
