@@ -239,10 +239,10 @@ const TEST_CA: &str = include_str!("testdata/test-ca.pem");
 const TEST_CERT: &str = include_str!("testdata/test-localhost.pem");
 const TEST_KEY: &str = include_str!("testdata/test-localhost.key");
 
-/// An HTTPS server that speaks only HTTP/2 (ALPN `h2`), with a certificate from the test CA
-/// (`testdata/`); it answers with the version and URI it saw and whether a `host` header
-/// came along, and counts its connections.
-async fn h2_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+/// An HTTPS server that speaks only HTTP/2 (ALPN `h2`), or only HTTP/1.1 (`http/1.1`), with
+/// a certificate from the test CA (`testdata/`); it answers with the version and URI it saw
+/// and whether a `host` header came along, and counts its connections.
+async fn tls_upstream(h2: bool) -> (SocketAddr, Arc<AtomicUsize>) {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_slice_iter(TEST_CERT.as_bytes())
@@ -257,7 +257,7 @@ async fn h2_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
     .with_no_client_auth()
     .with_single_cert(certs, key)
     .unwrap();
-    tls.alpn_protocols = vec![b"h2".to_vec()];
+    tls.alpn_protocols = vec![if h2 { &b"h2"[..] } else { b"http/1.1" }.to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -283,19 +283,25 @@ async fn h2_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
                     );
                     Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(seen))))
                 });
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), answer)
-                    .await;
+                let io = TokioIo::new(tls);
+                let _ = if h2 {
+                    hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(io, answer)
+                        .await
+                } else {
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, answer)
+                        .await
+                };
             });
         }
     });
     (addr, accepted)
 }
 
-#[tokio::test]
-async fn https_upstreams_that_choose_http2_share_one_connection() {
+/// A client of a TLS upstream that trusts the test CA.
+fn tls_client(addr: SocketAddr) -> HttpClient {
     use rustls::pki_types::pem::PemObject;
-    let (addr, accepted) = h2_upstream().await;
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(rustls::pki_types::CertificateDer::from_pem_slice(TEST_CA.as_bytes()).unwrap())
@@ -309,20 +315,47 @@ async fn https_upstreams_that_choose_http2_share_one_connection() {
     .with_no_client_auth();
     let mut config = provider_config(addr);
     config.base_url = format!("https://{addr}/v1");
-    let client = client_over(&config, HttpsConnectorBuilder::new().with_tls_config(tls));
+    client_over(&config, HttpsConnectorBuilder::new().with_tls_config(tls))
+}
+
+/// A call to `url` over `client`: the answer's body.
+async fn tls_call(client: &HttpClient, addr: SocketAddr, url: &str) -> Bytes {
+    let mut req = post(addr);
+    *req.uri_mut() = url.parse().unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    read_all(resp.into_body()).await.unwrap()
+}
+
+#[tokio::test]
+async fn https_upstreams_that_choose_http2_share_one_connection() {
+    let (addr, accepted) = tls_upstream(true).await;
+    let client = tls_client(addr);
     let url = format!("https://{addr}/v1/chat/completions");
-    let call = || async {
-        let mut req = post(addr);
-        *req.uri_mut() = url.parse().unwrap();
-        let resp = client.request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
-        read_all(resp.into_body()).await.unwrap()
-    };
     // HTTP/2 with the URI's authority, and no `host` header beside it.
-    assert_eq!(call().await, format!("HTTP/2.0 {url} host:false"));
+    assert_eq!(
+        tls_call(&client, addr, &url).await,
+        format!("HTTP/2.0 {url} host:false")
+    );
     // Concurrent requests then go over the one connection.
-    let answers = futures_util::future::join_all((0..4).map(|_| call())).await;
+    let answers =
+        futures_util::future::join_all((0..4).map(|_| tls_call(&client, addr, &url))).await;
     assert!(answers.iter().all(|a| a.starts_with(b"HTTP/2.0 ")));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn https_upstreams_of_http1_keep_their_connection_between_calls() {
+    let (addr, accepted) = tls_upstream(false).await;
+    let client = tls_client(addr);
+    let url = format!("https://{addr}/v1/chat/completions");
+    for _ in 0..3 {
+        // HTTP/1.1 in origin form, with the `host` header.
+        assert_eq!(
+            tls_call(&client, addr, &url).await,
+            "HTTP/1.1 /v1/chat/completions host:true"
+        );
+    }
     assert_eq!(accepted.load(Ordering::SeqCst), 1);
 }
 
