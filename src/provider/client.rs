@@ -144,6 +144,8 @@ pub enum SendError {
 #[derive(Debug)]
 pub struct HttpClient {
     connector: HttpsConnector<Dial>,
+    /// What every request carries unless it has its own (see [`HttpClient::with_defaults`]).
+    defaults: h1::Defaults,
     /// One pool per server thread (see [`enter_worker`]); threads beyond the machine's cores
     /// share them.
     pools: Box<[Arc<Pool>]>,
@@ -272,19 +274,33 @@ fn client_over(config: &ProviderConfig, tls: HttpsConnectorBuilder<WantsSchemes>
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     HttpClient {
         connector,
+        defaults: h1::Defaults::default(),
         pools: (0..threads).map(|_| Arc::default()).collect(),
     }
 }
 
 impl HttpClient {
+    /// The headers every request carries unless it has its own of the name.
+    pub fn defaults(&self) -> &[(http::HeaderName, http::HeaderValue)] {
+        self.defaults.fields()
+    }
+
+    /// The client with `fields` on every request that has no header of the same name.
+    pub fn with_defaults(self, fields: Vec<(http::HeaderName, http::HeaderValue)>) -> HttpClient {
+        HttpClient {
+            defaults: h1::Defaults::new(fields),
+            ..self
+        }
+    }
+
     /// Send `req` (an absolute URI at this provider, with its `Host` header) and wait for the
     /// response head.
     pub async fn request(&self, req: Request<Bytes>) -> Result<Response<Body>, SendError> {
         let pool = &self.pools[WORKER.with(Cell::get) % self.pools.len()];
         while let Some(conn) = pool.checkout() {
             match conn {
-                Conn::H2(conn) => return send_h2(conn, req).await,
-                Conn::H1(conn) => match conn.send(&req).await {
+                Conn::H2(conn) => return send_h2(conn, req, &self.defaults).await,
+                Conn::H1(conn) => match conn.send(&req, &self.defaults).await {
                     Ok(resp) => return Ok(pooled(pool, resp)),
                     // Not written: the connection was closing. Another one takes it.
                     Err(e) if !e.written => continue,
@@ -295,8 +311,8 @@ impl HttpClient {
         // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline, it would
         // make every request's future (moved into a box per attempt) that much larger.
         match Box::pin(self.connect(pool, req.uri())).await? {
-            Conn::H2(conn) => send_h2(conn, req).await,
-            Conn::H1(conn) => match conn.send(&req).await {
+            Conn::H2(conn) => send_h2(conn, req, &self.defaults).await,
+            Conn::H1(conn) => match conn.send(&req, &self.defaults).await {
                 Ok(resp) => Ok(pooled(pool, resp)),
                 Err(e) => Err(SendError::Http(e.error.into())),
             },
@@ -334,14 +350,21 @@ impl HttpClient {
     }
 }
 
-/// `req` on a shared HTTP/2 connection.
+/// `req` with `defaults` on a shared HTTP/2 connection.
 async fn send_h2(
     mut conn: http2::SendRequest<Full<Bytes>>,
     req: Request<Bytes>,
+    defaults: &h1::Defaults,
 ) -> Result<Response<Body>, SendError> {
-    // HTTP/2 carries the authority in `:authority`, from the absolute URI.
     let mut req = req.map(Full::new);
-    req.headers_mut().remove(header::HOST);
+    let headers = req.headers_mut();
+    for (name, value) in defaults.fields() {
+        if !headers.contains_key(name) {
+            headers.insert(name.clone(), value.clone());
+        }
+    }
+    // HTTP/2 carries the authority in `:authority`, from the absolute URI.
+    headers.remove(header::HOST);
     let resp = conn
         .send_request(req)
         .await

@@ -33,13 +33,10 @@ pub use self::h1::fuzz_response as fuzz_h1_response;
 #[derive(Debug)]
 pub struct Provider {
     pub config: Arc<ProviderConfig>,
+    /// The pooled client, with the headers every call carries unless the call has its own:
+    /// `content-type`, `user-agent`, `host`, the credential (marked sensitive so it never
+    /// shows in debug output) and the provider's fixed ones (Anthropic's `anthropic-version`).
     pub client: HttpClient,
-    /// The credential header, marked sensitive so it never shows in debug output.
-    auth: Option<(HeaderName, HeaderValue)>,
-    /// Headers every call carries (Anthropic's `anthropic-version`).
-    fixed: Vec<(HeaderName, HeaderValue)>,
-    /// The `Host` header, made once (hyper's client would format it for every request).
-    host: Option<HeaderValue>,
     /// `bedrock` with signing keys: every call is signed (SigV4) for this region.
     signer: Option<(aws_smithy_runtime_api::client::identity::Identity, String)>,
     /// `vertex` with a service account or a user's credentials: the access tokens.
@@ -114,17 +111,23 @@ impl Provider {
                 }
             }
         }
-        let host = host_header(&config.base_url);
         let signer = (config.aws.as_ref()).and_then(|aws| {
             let keys = aws.keys.as_ref()?;
             Some((bedrock::identity(keys), aws.region.clone()))
         });
+        let mut defaults = vec![
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::USER_AGENT, HeaderValue::from_static(USER_AGENT)),
+        ];
+        defaults.extend(host_header(&config.base_url).map(|host| (header::HOST, host)));
+        defaults.extend(auth.filter(|_| signer.is_none()));
+        defaults.extend(fixed);
         Ok(Provider {
             config,
-            client,
-            auth: if signer.is_some() { None } else { auth },
-            fixed,
-            host,
+            client: client.with_defaults(defaults),
             signer,
             tokens,
         })
@@ -232,33 +235,22 @@ impl Provider {
         let mut req = Request::new(body.clone());
         *req.method_mut() = Method::POST;
         *req.uri_mut() = uri.clone();
+        // The client's defaults go with every call that has no header of their name: only
+        // what differs per call is put here.
         let headers = req.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        headers.insert(header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
-        if let Some(host) = &self.host {
-            headers.insert(header::HOST, host.clone());
-        }
-        if let Some((name, value)) = &self.auth {
-            headers.insert(name.clone(), value.clone());
-        }
         if let Some(value) = bearer {
             headers.insert(header::AUTHORIZATION, value);
         }
-        for (name, value) in &self.fixed {
-            headers.insert(name.clone(), value.clone());
-        }
         if !bedrock {
-            for (name, _) in client {
-                headers.remove(name);
-            }
             for (name, value) in client {
                 headers.append(name.clone(), value.clone());
             }
         }
         if let Some((identity, region)) = &self.signer {
+            // Signed with the `host` and `content-type` sent.
+            for (name, value) in self.client.defaults() {
+                headers.insert(name.clone(), value.clone());
+            }
             let now = std::time::SystemTime::now();
             let signed = bedrock::signature(identity, region, uri, headers, &body, now)
                 .map_err(|e| format!("cannot sign the request: {e}"))?;

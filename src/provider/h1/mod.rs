@@ -70,7 +70,6 @@ pub(crate) struct WriteError {
 }
 
 /// One HTTP/1.1 connection over `T`, between calls.
-#[derive(Debug)]
 pub(crate) struct Conn<T> {
     io: T,
     /// Bytes read and not yet used; its spare room takes the next read.
@@ -113,9 +112,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     pub(crate) async fn send(
         mut self: Box<Self>,
         req: &Request<Bytes>,
+        defaults: &Defaults,
     ) -> Result<Response<Body<T>>, WriteError> {
-        self.encode_head(req);
-        self.write_all(req.body()).await?;
+        self.encode_head(req, defaults);
+        let wrote = self.write_all(req.body()).await;
+        // The head holds credentials: kept for its allocation only.
+        self.head.clear();
+        wrote?;
         let written = |error| WriteError {
             error,
             written: true,
@@ -125,7 +128,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             .map_err(written)
     }
 
-    fn encode_head(&mut self, req: &Request<Bytes>) {
+    fn encode_head(&mut self, req: &Request<Bytes>, defaults: &Defaults) {
         let head = &mut self.head;
         head.clear();
         head.extend_from_slice(req.method().as_str().as_bytes());
@@ -134,7 +137,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         head.extend_from_slice(if path.is_empty() { "/" } else { path }.as_bytes());
         head.extend_from_slice(b" HTTP/1.1\r\n");
         let headers = req.headers();
-        if !headers.contains_key(HOST) {
+        defaults.encode(head, headers);
+        if !headers.contains_key(HOST) && !defaults.has(&HOST) {
             if let Some(authority) = req.uri().authority() {
                 field(head, "host", authority.as_str().as_bytes());
             }
@@ -233,6 +237,66 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             self.read_size /= 2;
         }
         Poll::Ready(Ok(n))
+    }
+}
+
+/// Headers every request on a client carries unless it has its own of the same name (a
+/// provider's `host`, credential, `content-type`...): encoded once, so that a call builds no
+/// map of them and writes them in one copy.
+#[derive(Default)]
+pub(crate) struct Defaults {
+    fields: Vec<(HeaderName, HeaderValue)>,
+    /// `fields` as a head has them.
+    encoded: Vec<u8>,
+}
+
+impl Defaults {
+    pub(crate) fn new(fields: Vec<(HeaderName, HeaderValue)>) -> Defaults {
+        let mut encoded = Vec::new();
+        for (name, value) in &fields {
+            field(&mut encoded, name.as_str(), value.as_bytes());
+        }
+        Defaults { fields, encoded }
+    }
+
+    pub(crate) fn fields(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.fields
+    }
+
+    fn has(&self, name: &http::HeaderName) -> bool {
+        self.fields.iter().any(|(n, _)| n == name)
+    }
+
+    /// Those of them `headers` has none of, onto a head.
+    fn encode(&self, head: &mut Vec<u8>, headers: &HeaderMap) {
+        if headers.is_empty() || !self.fields.iter().any(|(n, _)| headers.contains_key(n)) {
+            head.extend_from_slice(&self.encoded);
+            return;
+        }
+        for (name, value) in &self.fields {
+            if !headers.contains_key(name) {
+                field(head, name.as_str(), value.as_bytes());
+            }
+        }
+    }
+}
+
+/// Names only: the values hold credentials.
+impl std::fmt::Debug for Defaults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.fields.iter().map(|(name, _)| name))
+            .finish()
+    }
+}
+
+/// What was sent and read is not shown: a request head holds credentials.
+impl<T> std::fmt::Debug for Conn<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("buffered", &self.buf.len())
+            .field("read_size", &self.read_size)
+            .finish_non_exhaustive()
     }
 }
 

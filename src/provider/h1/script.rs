@@ -81,7 +81,7 @@ mod fuzzing {
     use http::{Method, Request};
 
     use super::Script;
-    use crate::provider::h1::{Conn, Error};
+    use crate::provider::h1::{Conn, Defaults, Error};
 
     /// Run `f` to its end on this thread (a script never waits on anything outside it).
     fn run<F: Future>(f: F) -> F::Output {
@@ -102,7 +102,10 @@ mod fuzzing {
         *req.method_mut() = if head { Method::HEAD } else { Method::POST };
         let script = Script::reading(answer.chunks(piece.max(1)).map(<[u8]>::to_vec));
         let read = run(async {
-            let resp = Conn::new(script).send(&req).await.map_err(|e| e.error)?;
+            let resp = Conn::new(script)
+                .send(&req, &Defaults::default())
+                .await
+                .map_err(|e| e.error)?;
             let status = resp.status();
             let mut body = resp.into_body();
             let mut read = Vec::new();

@@ -23,7 +23,10 @@ fn pieces(answer: &[u8], size: usize) -> Vec<Vec<u8>> {
 /// The response to one POST over `script`: its status, body and whether the connection
 /// came back for another request.
 async fn exchange(script: Script) -> Result<(u16, Vec<u8>, Option<Box<Conn<Script>>>), Error> {
-    let resp = Conn::new(script).send(&post()).await.map_err(|e| e.error)?;
+    let resp = Conn::new(script)
+        .send(&post(), &Defaults::default())
+        .await
+        .map_err(|e| e.error)?;
     let status = resp.status().as_u16();
     let mut body = resp.into_body();
     let mut read = Vec::new();
@@ -75,7 +78,7 @@ async fn a_request_is_written_in_origin_form_with_its_length() {
     req.headers_mut()
         .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
     let mut conn = Conn::new(Script::default());
-    conn.encode_head(&req);
+    conn.encode_head(&req, &Defaults::default());
     conn.write_all(req.body()).await.unwrap();
     assert_eq!(
         String::from_utf8(conn.io.written).unwrap(),
@@ -89,11 +92,60 @@ async fn a_request_is_written_in_origin_form_with_its_length() {
     *req.uri_mut() = Uri::from_static("/");
     *req.body_mut() = Bytes::new();
     let mut conn = Conn::new(Script::default());
-    conn.encode_head(&req);
+    conn.encode_head(&req, &Defaults::default());
     conn.write_all(req.body()).await.unwrap();
     assert_eq!(
         String::from_utf8(conn.io.written).unwrap(),
         "POST / HTTP/1.1\r\nhost: other\r\ncontent-length: 0\r\n\r\n"
+    );
+}
+
+#[tokio::test]
+async fn defaults_go_with_a_request_that_has_none_of_their_names() {
+    let mut key = HeaderValue::from_static("Bearer sk-secret");
+    key.set_sensitive(true);
+    let defaults = Defaults::new(vec![
+        (HOST, HeaderValue::from_static("api.example")),
+        (http::header::AUTHORIZATION, key),
+        (
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static("2023-06-01"),
+        ),
+    ]);
+    let written = |req: Request<Bytes>| {
+        let defaults = &defaults;
+        async move {
+            let mut conn = Conn::new(Script::default());
+            conn.encode_head(&req, defaults);
+            conn.write_all(req.body()).await.unwrap();
+            String::from_utf8(conn.io.written).unwrap()
+        }
+    };
+    // All of them, and the host is not taken from the URI.
+    assert_eq!(
+        written(post()).await,
+        "POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\nauthorization: Bearer sk-secret\r\n\
+         anthropic-version: 2023-06-01\r\ncontent-length: 7\r\n\r\n{\"a\":1}"
+    );
+    // A request's own header of a default's name replaces it; the others still go.
+    let mut req = post();
+    req.headers_mut()
+        .append("anthropic-version", HeaderValue::from_static("2024-01-01"));
+    req.headers_mut()
+        .append("x-other", HeaderValue::from_static("1"));
+    assert_eq!(
+        written(req).await,
+        "POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\nauthorization: Bearer sk-secret\r\n\
+         anthropic-version: 2024-01-01\r\nx-other: 1\r\ncontent-length: 7\r\n\r\n{\"a\":1}"
+    );
+    // Their values hold credentials: never shown, nor a connection's last head.
+    let shown = format!("{defaults:?}");
+    assert_eq!(shown, r#"["host", "authorization", "anthropic-version"]"#);
+    let mut conn = Conn::new(Script::default());
+    conn.encode_head(&post(), &defaults);
+    assert_eq!(
+        format!("{conn:?}"),
+        format!("Conn {{ buffered: 0, read_size: {FIRST_READ}, .. }}")
     );
 }
 
@@ -172,7 +224,10 @@ async fn no_body_is_read_after_204_304_or_a_head_request() {
     *req.method_mut() = Method::HEAD;
     *req.body_mut() = Bytes::new();
     let script = Script::reading([b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_vec()]);
-    let resp = Conn::new(script).send(&req).await.unwrap();
+    let resp = Conn::new(script)
+        .send(&req, &Defaults::default())
+        .await
+        .unwrap();
     let mut body = resp.into_body();
     assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
     assert!(body.take_idle().is_some());
@@ -181,11 +236,17 @@ async fn no_body_is_read_after_204_304_or_a_head_request() {
 #[tokio::test]
 async fn the_body_s_length_is_known_from_its_head() {
     let script = Script::reading([b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n".to_vec()]);
-    let resp = Conn::new(script).send(&post()).await.unwrap();
+    let resp = Conn::new(script)
+        .send(&post(), &Defaults::default())
+        .await
+        .unwrap();
     assert_eq!(resp.body().exact_len(), Some(5));
     let script =
         Script::reading([b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()]);
-    let resp = Conn::new(script).send(&post()).await.unwrap();
+    let resp = Conn::new(script)
+        .send(&post(), &Defaults::default())
+        .await
+        .unwrap();
     assert_eq!(resp.body().exact_len(), None);
 }
 
@@ -304,7 +365,7 @@ async fn a_kept_connection_takes_the_next_request() {
     let script = Script::reading([[&answer[..], b"a"].concat(), [&answer[..], b"b"].concat()]);
     let (_, first, idle) = exchange(script).await.unwrap();
     let conn = idle.unwrap();
-    let resp = conn.send(&post()).await.unwrap();
+    let resp = conn.send(&post(), &Defaults::default()).await.unwrap();
     let mut body = resp.into_body();
     let second = poll_fn(|cx| body.poll_data(cx)).await.unwrap().unwrap();
     assert_eq!((&first[..], &second[..]), (&b"a"[..], &b"b"[..]));
