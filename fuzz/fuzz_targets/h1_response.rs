@@ -1,7 +1,7 @@
 //! Any bytes as an upstream's answer to the HTTP/1.1 client (`provider::h1`): read whole and
 //! in reads of the size the first byte picks, for a `POST` or a `HEAD` (its high bit), they
-//! read the same (status, body, whether the connection is kept with nothing sent after the
-//! answer, or the same error), and no more body comes out than went in.
+//! read the same (status, header fields, body, whether the connection is kept with nothing
+//! sent after the answer, or the same error), and no more body comes out than went in.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

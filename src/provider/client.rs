@@ -37,7 +37,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
-use http::{header, Request, Response, Uri};
+use std::borrow::Cow;
+
+use http::{header, HeaderMap, HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::client::conn::http2;
@@ -295,7 +297,7 @@ impl HttpClient {
 
     /// Send `req` (an absolute URI at this provider, with its `Host` header) and wait for the
     /// response head.
-    pub async fn request(&self, req: Request<Bytes>) -> Result<Response<Body>, SendError> {
+    pub async fn request(&self, req: Request<Bytes>) -> Result<Answer, SendError> {
         let pool = &self.pools[WORKER.with(Cell::get) % self.pools.len()];
         while let Some(conn) = pool.checkout() {
             match conn {
@@ -355,7 +357,7 @@ async fn send_h2(
     mut conn: http2::SendRequest<Full<Bytes>>,
     req: Request<Bytes>,
     defaults: &h1::Defaults,
-) -> Result<Response<Body>, SendError> {
+) -> Result<Answer, SendError> {
     let mut req = req.map(Full::new);
     let headers = req.headers_mut();
     for (name, value) in defaults.fields() {
@@ -369,13 +371,63 @@ async fn send_h2(
         .send_request(req)
         .await
         .map_err(|e| SendError::Http(e.into()))?;
-    Ok(resp.map(|body| Body(Inner::H2(body))))
+    let (parts, body) = resp.into_parts();
+    Ok(Answer {
+        status: parts.status,
+        head: Head::H2(parts.headers),
+        body: Body(Inner::H2(body)),
+    })
 }
 
-/// An HTTP/1 response whose connection goes back to `pool` when its body has been read.
-fn pooled(pool: &Arc<Pool>, resp: Response<h1::Body<Io>>) -> Response<Body> {
-    let pool = Arc::clone(pool);
-    resp.map(|body| Body(Inner::H1(body, pool)))
+/// An HTTP/1 answer whose connection goes back to `pool` when its body has been read.
+fn pooled(pool: &Arc<Pool>, answer: h1::Answer<Io>) -> Answer {
+    Answer {
+        status: answer.status,
+        head: Head::H1(answer.head),
+        body: Body(Inner::H1(answer.body, Arc::clone(pool))),
+    }
+}
+
+/// An upstream's answer: its status, its header fields and its body.
+#[derive(Debug)]
+pub struct Answer {
+    status: StatusCode,
+    head: Head,
+    body: Body,
+}
+
+#[derive(Debug)]
+enum Head {
+    /// As it came: parsed into a map when asked.
+    H1(h1::RawHead),
+    H2(HeaderMap),
+}
+
+impl Answer {
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The header fields. An HTTP/1 answer's are made into a map by this call (a call that
+    /// reads none of them parses none): ask once.
+    pub fn headers(&self) -> Cow<'_, HeaderMap> {
+        match &self.head {
+            Head::H1(head) => Cow::Owned(head.map()),
+            Head::H2(map) => Cow::Borrowed(map),
+        }
+    }
+
+    /// The `content-type`, when there is one.
+    pub fn content_type(&self) -> Option<&[u8]> {
+        match &self.head {
+            Head::H1(head) => head.content_type(),
+            Head::H2(map) => map.get(header::CONTENT_TYPE).map(HeaderValue::as_bytes),
+        }
+    }
+
+    pub fn into_body(self) -> Body {
+        self.body
+    }
 }
 
 /// An upstream response body. An HTTP/1 connection is given back to its pool once the body

@@ -281,7 +281,9 @@ async fn tls_upstream(h2: bool) -> (SocketAddr, Arc<AtomicUsize>) {
                         req.uri(),
                         req.headers().contains_key(header::HOST)
                     );
-                    Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(seen))))
+                    Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(
+                        seen,
+                    ))))
                 });
                 let io = TokioIo::new(tls);
                 let _ = if h2 {

@@ -21,8 +21,8 @@ use http::{header, HeaderName, HeaderValue, Method, Request, Uri};
 use crate::config::{ProviderConfig, ProviderKind, TargetConfig};
 
 pub use self::client::{
-    build_client, enter_worker, read_all, read_at_most, stream, Body, BoxError, ByteStream, Dial,
-    HttpClient, SendError,
+    build_client, enter_worker, read_all, read_at_most, stream, Answer, Body, BoxError, ByteStream,
+    Dial, HttpClient, SendError,
 };
 /// Fuzzing: the HTTP/1.1 client reading an upstream's answer (`fuzz/fuzz_targets/h1_response.rs`).
 #[cfg(fuzzing)]
@@ -263,19 +263,15 @@ impl Provider {
 
     /// The events of a stream answer, as SSE bytes: `None` when the answer is not a stream of
     /// this provider's kind (an SSE `content-type`; Bedrock's event-stream, read into SSE).
-    pub fn stream_of(&self, resp: http::Response<Body>) -> Option<ByteStream> {
-        let content_type = resp
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
+    pub fn stream_of(&self, resp: Answer) -> Option<ByteStream> {
+        let content_type = resp.content_type().unwrap_or_default();
         if self.config.kind == ProviderKind::Bedrock {
             return content_type
-                .starts_with(bedrock::STREAM_CONTENT_TYPE)
+                .starts_with(bedrock::STREAM_CONTENT_TYPE.as_bytes())
                 .then(|| bedrock::sse(stream(resp.into_body())));
         }
         content_type
-            .starts_with("text/event-stream")
+            .starts_with(b"text/event-stream")
             .then(|| stream(resp.into_body()))
     }
 

@@ -3,14 +3,14 @@
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::{HeaderValue, Response};
+use http::HeaderValue;
 use tokio::time::Instant;
 
 use super::classify::{parse_retry_after, status_error, AttemptError};
 use super::Target;
 use crate::canonical::Dialect;
 use crate::metrics::bump;
-use crate::provider::{read_at_most, Body, ByteStream, SendError};
+use crate::provider::{read_at_most, Answer, ByteStream, SendError};
 use crate::wire::chunks::{ChunkAction, ChunkTracker};
 use crate::wire::sse::SseDecoder;
 use crate::wire::trace::{Trace, TraceParent, TRACEPARENT};
@@ -114,7 +114,7 @@ fn send<'a>(
     probe: bool,
     stream: bool,
     forward: Forward<'a>,
-) -> impl std::future::Future<Output = Result<Response<Body>, AttemptError>> + 'a {
+) -> impl std::future::Future<Output = Result<Answer, AttemptError>> + 'a {
     let url = match &target.responses_url {
         Some(url) if forward.wire_dialect(target) == Dialect::Responses => url,
         _ if stream => &target.stream_url,
@@ -129,7 +129,7 @@ async fn send_to(
     body: Vec<u8>,
     probe: bool,
     forward: Forward<'_>,
-) -> Result<Response<Body>, AttemptError> {
+) -> Result<Answer, AttemptError> {
     use crate::provider::{vertex::auth::Bearer, Credential};
     let queried = (forward.client)
         .and_then(|c| c.query.as_deref())
@@ -168,15 +168,16 @@ async fn send_to(
         .map_err(|e| send_error(&e))?;
     let status = resp.status();
     if target.watch_limits {
-        if let Some(share) = super::select::limits::headroom(resp.headers()) {
+        if let Some(share) = super::select::limits::headroom(&resp.headers()) {
             target.health.set_headroom(share);
         }
     }
     if status.is_success() {
         return Ok(resp);
     }
-    let retry_after = parse_retry_after(resp.headers());
-    let (parts, body) = resp.into_parts();
+    let headers = resp.headers().into_owned();
+    let retry_after = parse_retry_after(&headers);
+    let body = resp.into_body();
     let body = match read_at_most(body, MAX_ERROR_BODY).await {
         Ok((body, truncated)) => {
             if truncated {
@@ -186,9 +187,7 @@ async fn send_to(
         }
         Err(_) => Bytes::new(),
     };
-    let (status, body) = target
-        .provider
-        .error_answer(model, status, &parts.headers, body);
+    let (status, body) = target.provider.error_answer(model, status, &headers, body);
     Err(status_error(
         forward.wire_dialect(target),
         status,

@@ -17,6 +17,7 @@
 //! dropped, as hyper's client did).
 
 mod body;
+mod head;
 #[cfg(any(test, fuzzing))]
 mod script;
 #[cfg(test)]
@@ -27,17 +28,16 @@ pub use self::script::fuzz_response;
 
 use std::future::poll_fn;
 use std::io::{self, IoSlice};
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Version};
+use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub(crate) use self::body::Body;
-use self::body::Framing;
+pub(crate) use self::head::RawHead;
 
 /// The most a response head (status line and fields) may take.
 const MAX_HEAD: usize = 64 * 1024;
@@ -107,13 +107,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     }
 
     /// Send `req` (its URI in origin form or absolute: the path and query are sent; a missing
-    /// `Host` is taken from its authority) and read the response head. The body is read from
-    /// the response, which owns the connection until then.
+    /// `Host` is taken from its authority) with the `defaults` it has none of, and read the
+    /// response head. The body is read from the answer, which owns the connection until then.
     pub(crate) async fn send(
         mut self: Box<Self>,
         req: &Request<Bytes>,
         defaults: &Defaults,
-    ) -> Result<Response<Body<T>>, WriteError> {
+    ) -> Result<Answer<T>, WriteError> {
         self.encode_head(req, defaults);
         let wrote = self.write_all(req.body()).await;
         // The head holds credentials: kept for its allocation only.
@@ -123,9 +123,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             error,
             written: true,
         };
-        let head = self.read_head().await.map_err(written)?;
-        head.into_response(self, req.method() == Method::HEAD)
-            .map_err(written)
+        let head_only = req.method() == Method::HEAD;
+        let parsed = self.read_head(head_only).await.map_err(written)?;
+        Ok(Answer {
+            status: parsed.status,
+            head: parsed.head,
+            body: Body::new(self, parsed.framing, parsed.reuse),
+        })
     }
 
     fn encode_head(&mut self, req: &Request<Bytes>, defaults: &Defaults) {
@@ -191,10 +195,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     }
 
     /// Read until a final response head (`1xx` heads skipped) has been parsed.
-    async fn read_head(&mut self) -> Result<Head, Error> {
+    async fn read_head(&mut self, head_only: bool) -> Result<head::Parsed, Error> {
         poll_fn(|cx| loop {
             if !self.buf.is_empty() {
-                match parse_head(&mut self.buf)? {
+                match head::parse(&mut self.buf, head_only)? {
                     Some(head) if head.status.is_informational() => {
                         if head.status == StatusCode::SWITCHING_PROTOCOLS {
                             return Poll::Ready(Err(Error::Invalid("an unasked protocol switch")));
@@ -308,146 +312,11 @@ fn field(head: &mut Vec<u8>, name: &str, value: &[u8]) {
     head.extend_from_slice(b"\r\n");
 }
 
-/// A parsed response head.
+/// An upstream's answer: its status, its head as it came and its body (which holds the
+/// connection).
 #[derive(Debug)]
-struct Head {
-    status: StatusCode,
-    version: Version,
-    headers: HeaderMap,
-}
-
-/// Parse a response head from the start of `buf`, taking it out of `buf`: `None` while it is
-/// incomplete. Field values share the head's bytes (no copy per field).
-fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, Error> {
-    // Where each field's name and value lie in `buf`, to be taken after the parse's borrow.
-    let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_FIELDS];
-    let (len, code, minor, fields) = {
-        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
-        let mut resp = httparse::Response::new(&mut []);
-        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut resp,
-            buf,
-            &mut fields,
-        );
-        let len = match parsed {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(httparse::Error::TooManyHeaders) => {
-                return Err(Error::Invalid("over 128 header fields"))
-            }
-            Err(httparse::Error::Version) => return Err(Error::Invalid("not HTTP/1")),
-            Err(_) => return Err(Error::Invalid("a malformed head")),
-        };
-        let base = buf.as_ptr() as usize;
-        let at = |s: &[u8]| (s.as_ptr() as usize - base) as u32;
-        for (span, f) in spans.iter_mut().zip(resp.headers.iter()) {
-            *span = (
-                at(f.name.as_bytes()),
-                f.name.len() as u32,
-                at(f.value),
-                f.value.len() as u32,
-            );
-        }
-        let code = resp.code.unwrap_or(0);
-        (len, code, resp.version.unwrap_or(1), resp.headers.len())
-    };
-    let head = buf.split_to(len).freeze();
-    let status = StatusCode::from_u16(code).map_err(|_| Error::Invalid("a status code"))?;
-    let mut headers = HeaderMap::with_capacity(fields);
-    for &(name_at, name_len, value_at, value_len) in &spans[..fields] {
-        let name = &head[name_at as usize..(name_at + name_len) as usize];
-        let name =
-            HeaderName::from_bytes(name).map_err(|_| Error::Invalid("a header field name"))?;
-        let value = head.slice(value_at as usize..(value_at + value_len) as usize);
-        let value = HeaderValue::from_maybe_shared(value)
-            .map_err(|_| Error::Invalid("a header field value"))?;
-        headers.append(name, value);
-    }
-    let version = if minor == 0 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    Ok(Some(Head {
-        status,
-        version,
-        headers,
-    }))
-}
-
-impl Head {
-    /// The response with its body, framed as its head says (RFC 9112 section 6.3).
-    fn into_response<T>(
-        self,
-        conn: Box<Conn<T>>,
-        head_only: bool,
-    ) -> Result<Response<Body<T>>, Error> {
-        let mut reuse = self.version == Version::HTTP_11;
-        for value in self.headers.get_all(CONNECTION) {
-            for token in value.as_bytes().split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                if token.eq_ignore_ascii_case(b"close") {
-                    reuse = false;
-                } else if token.eq_ignore_ascii_case(b"keep-alive")
-                    && self.version == Version::HTTP_10
-                {
-                    reuse = true;
-                }
-            }
-        }
-        let status = self.status;
-        let framing = if head_only
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED
-        {
-            Framing::Length(0)
-        } else if self.headers.contains_key(TRANSFER_ENCODING) {
-            if self.headers.contains_key(CONTENT_LENGTH) {
-                // Both: the length is ignored, and the connection not trusted again.
-                reuse = false;
-            }
-            if chunked_last(&self.headers) {
-                Framing::chunked()
-            } else {
-                reuse = false;
-                Framing::Close
-            }
-        } else if let Some(len) = content_length(&self.headers)? {
-            Framing::Length(len)
-        } else {
-            reuse = false;
-            Framing::Close
-        };
-        let mut resp = Response::new(Body::new(conn, framing, reuse));
-        *resp.status_mut() = status;
-        *resp.version_mut() = self.version;
-        *resp.headers_mut() = self.headers;
-        Ok(resp)
-    }
-}
-
-/// Whether `chunked` is the last transfer coding.
-fn chunked_last(headers: &HeaderMap) -> bool {
-    let last = headers.get_all(TRANSFER_ENCODING).iter().next_back();
-    last.and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next())
-        .is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-}
-
-/// The `content-length`: every value (and every comma-separated one) the same number.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Error> {
-    let mut len = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let part = part.trim_ascii();
-            if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
-                return Err(Error::Invalid("a content-length"));
-            }
-            let n = part.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-            if len.is_some_and(|l| l != n) {
-                return Err(Error::Invalid("content-lengths that differ"));
-            }
-            len = Some(n);
-        }
-    }
-    Ok(len)
+pub(crate) struct Answer<T> {
+    pub(crate) status: StatusCode,
+    pub(crate) head: RawHead,
+    pub(crate) body: Body<T>,
 }

@@ -95,8 +95,9 @@ mod fuzzing {
     }
 
     /// Fuzzing: what a request (`HEAD` or `POST`) reads from an upstream that sends `answer` in
-    /// reads of `piece` bytes: the status, the body and whether the connection is kept, or the
-    /// error. The same answer must read the same in any pieces.
+    /// reads of `piece` bytes: the status, the header fields (as a map, and the content-type),
+    /// the body and whether the connection is kept, or the error. The same answer must read
+    /// the same in any pieces.
     pub fn fuzz_response(answer: &[u8], piece: usize, head: bool) -> String {
         let mut req = Request::new(Bytes::new());
         *req.method_mut() = if head { Method::HEAD } else { Method::POST };
@@ -106,8 +107,10 @@ mod fuzzing {
                 .send(&req, &Defaults::default())
                 .await
                 .map_err(|e| e.error)?;
-            let status = resp.status();
-            let mut body = resp.into_body();
+            let status = resp.status;
+            let fields = resp.head.map();
+            let content_type = resp.head.content_type().map(<[u8]>::to_vec);
+            let mut body = resp.body;
             let mut read = Vec::new();
             while let Some(data) = poll_fn(|cx| body.poll_data(cx)).await {
                 read.extend_from_slice(&data?);
@@ -117,9 +120,9 @@ mod fuzzing {
             let kept = body
                 .take_idle()
                 .is_some_and(|conn| conn.io.reads.iter().flatten().all(Vec::is_empty));
-            Ok::<_, Error>((status, read, kept))
+            Ok::<_, Error>((status, fields, content_type, read, kept))
         });
-        if let Ok((_, body, _)) = &read {
+        if let Ok((_, _, _, body, _)) = &read {
             assert!(body.len() <= answer.len(), "more body than was sent");
         }
         format!("{read:?}")

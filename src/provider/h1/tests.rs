@@ -27,8 +27,8 @@ async fn exchange(script: Script) -> Result<(u16, Vec<u8>, Option<Box<Conn<Scrip
         .send(&post(), &Defaults::default())
         .await
         .map_err(|e| e.error)?;
-    let status = resp.status().as_u16();
-    let mut body = resp.into_body();
+    let status = resp.status.as_u16();
+    let mut body = resp.body;
     let mut read = Vec::new();
     while let Some(piece) = poll_fn(|cx| body.poll_data(cx)).await {
         read.extend_from_slice(&piece?);
@@ -228,7 +228,7 @@ async fn no_body_is_read_after_204_304_or_a_head_request() {
         .send(&req, &Defaults::default())
         .await
         .unwrap();
-    let mut body = resp.into_body();
+    let mut body = resp.body;
     assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
     assert!(body.take_idle().is_some());
 }
@@ -240,14 +240,14 @@ async fn the_body_s_length_is_known_from_its_head() {
         .send(&post(), &Defaults::default())
         .await
         .unwrap();
-    assert_eq!(resp.body().exact_len(), Some(5));
+    assert_eq!(resp.body.exact_len(), Some(5));
     let script =
         Script::reading([b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()]);
     let resp = Conn::new(script)
         .send(&post(), &Defaults::default())
         .await
         .unwrap();
-    assert_eq!(resp.body().exact_len(), None);
+    assert_eq!(resp.body.exact_len(), None);
 }
 
 /// The error reading `answer` (in one piece).
@@ -366,11 +366,37 @@ async fn a_kept_connection_takes_the_next_request() {
     let (_, first, idle) = exchange(script).await.unwrap();
     let conn = idle.unwrap();
     let resp = conn.send(&post(), &Defaults::default()).await.unwrap();
-    let mut body = resp.into_body();
+    let mut body = resp.body;
     let second = poll_fn(|cx| body.poll_data(cx)).await.unwrap().unwrap();
     assert_eq!((&first[..], &second[..]), (&b"a"[..], &b"b"[..]));
     assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
     let conn = body.take_idle().unwrap();
     let written = String::from_utf8(conn.io.written).unwrap();
     assert_eq!(written.matches("POST /v1/chat?x=1 HTTP/1.1\r\n").count(), 2);
+}
+
+#[tokio::test]
+async fn the_head_s_fields_are_a_map_when_asked() {
+    let answer = b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n\
+        Retry-After: 3\r\nX-Dup: a\r\nx-dup: b\r\ncontent-length: 2\r\n\r\n{}";
+    let script = Script::reading([answer.to_vec()]);
+    let resp = Conn::new(script)
+        .send(&post(), &Defaults::default())
+        .await
+        .unwrap();
+    assert_eq!(resp.status, 429);
+    assert_eq!(resp.head.content_type(), Some(&b"application/json"[..]));
+    let map = resp.head.map();
+    assert_eq!(map.len(), 5);
+    assert_eq!(map["retry-after"], "3");
+    assert_eq!(map["content-type"], "application/json");
+    let dup: Vec<_> = map.get_all("x-dup").iter().collect();
+    assert_eq!(dup, ["a", "b"]);
+    // No content-type: none.
+    let script = Script::reading([b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_vec()]);
+    let resp = Conn::new(script)
+        .send(&post(), &Defaults::default())
+        .await
+        .unwrap();
+    assert_eq!(resp.head.content_type(), None);
 }
