@@ -267,7 +267,7 @@ impl Defaults {
         &self.fields
     }
 
-    fn has(&self, name: &http::HeaderName) -> bool {
+    fn has(&self, name: &HeaderName) -> bool {
         self.fields.iter().any(|(n, _)| n == name)
     }
 
