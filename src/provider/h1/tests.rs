@@ -67,6 +67,14 @@ async fn read_every_way(answer: &[u8]) -> Result<(u16, Vec<u8>, bool), Error> {
     whole
 }
 
+/// What sending `req` with `defaults` writes.
+async fn written(req: &Request<Bytes>, defaults: &Defaults) -> String {
+    let mut conn = Conn::new(Script::default());
+    conn.encode_head(req, defaults);
+    conn.write_all(req.body()).await.unwrap();
+    String::from_utf8(conn.io.written).unwrap()
+}
+
 #[tokio::test]
 async fn a_request_is_written_in_origin_form_with_its_length() {
     let mut req = post();
@@ -77,11 +85,8 @@ async fn a_request_is_written_in_origin_form_with_its_length() {
         .insert(CONTENT_LENGTH, HeaderValue::from_static("999"));
     req.headers_mut()
         .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
-    let mut conn = Conn::new(Script::default());
-    conn.encode_head(&req, &Defaults::default());
-    conn.write_all(req.body()).await.unwrap();
     assert_eq!(
-        String::from_utf8(conn.io.written).unwrap(),
+        written(&req, &Defaults::default()).await,
         "POST /v1/chat?x=1 HTTP/1.1\r\nhost: up.example:8080\r\nauthorization: Bearer k\r\n\
          content-length: 7\r\n\r\n{\"a\":1}"
     );
@@ -91,11 +96,8 @@ async fn a_request_is_written_in_origin_form_with_its_length() {
         .insert(HOST, HeaderValue::from_static("other"));
     *req.uri_mut() = Uri::from_static("/");
     *req.body_mut() = Bytes::new();
-    let mut conn = Conn::new(Script::default());
-    conn.encode_head(&req, &Defaults::default());
-    conn.write_all(req.body()).await.unwrap();
     assert_eq!(
-        String::from_utf8(conn.io.written).unwrap(),
+        written(&req, &Defaults::default()).await,
         "POST / HTTP/1.1\r\nhost: other\r\ncontent-length: 0\r\n\r\n"
     );
 }
@@ -112,18 +114,9 @@ async fn defaults_go_with_a_request_that_has_none_of_their_names() {
             HeaderValue::from_static("2023-06-01"),
         ),
     ]);
-    let written = |req: Request<Bytes>| {
-        let defaults = &defaults;
-        async move {
-            let mut conn = Conn::new(Script::default());
-            conn.encode_head(&req, defaults);
-            conn.write_all(req.body()).await.unwrap();
-            String::from_utf8(conn.io.written).unwrap()
-        }
-    };
     // All of them, and the host is not taken from the URI.
     assert_eq!(
-        written(post()).await,
+        written(&post(), &defaults).await,
         "POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\nauthorization: Bearer sk-secret\r\n\
          anthropic-version: 2023-06-01\r\ncontent-length: 7\r\n\r\n{\"a\":1}"
     );
@@ -134,7 +127,7 @@ async fn defaults_go_with_a_request_that_has_none_of_their_names() {
     req.headers_mut()
         .append("x-other", HeaderValue::from_static("1"));
     assert_eq!(
-        written(req).await,
+        written(&req, &defaults).await,
         "POST /v1/chat?x=1 HTTP/1.1\r\nhost: api.example\r\nauthorization: Bearer sk-secret\r\n\
          anthropic-version: 2024-01-01\r\nx-other: 1\r\ncontent-length: 7\r\n\r\n{\"a\":1}"
     );
@@ -149,40 +142,47 @@ async fn defaults_go_with_a_request_that_has_none_of_their_names() {
     );
 }
 
+/// Every framing, read in pieces of any size: its status, its body and whether the connection
+/// is kept.
 #[tokio::test]
-async fn a_body_of_known_length_is_read_in_any_pieces_and_the_connection_kept() {
-    let answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}";
-    let (status, body, idle) = read_every_way(answer).await.unwrap();
-    assert_eq!(
-        (status, &body[..], idle),
-        (200, &b"{\"ok\":true}"[..], true)
-    );
-}
-
-#[tokio::test]
-async fn a_chunked_body_is_read_in_any_pieces_with_extensions_and_trailers() {
-    let answer = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
-        5;name=v\r\nhello\r\n1\r\n \r\nA \r\n0123456789\r\n0\r\nx-trailer: 1\r\n\r\n";
-    let (status, body, idle) = read_every_way(answer).await.unwrap();
-    assert_eq!(
-        (status, &body[..], idle),
-        (200, &b"hello 0123456789"[..], true)
-    );
-}
-
-#[tokio::test]
-async fn a_body_without_length_ends_with_the_connection() {
-    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it";
-    let (status, body, idle) = read_every_way(answer).await.unwrap();
-    assert_eq!((status, &body[..], idle), (200, &b"all of it"[..], false));
-}
-
-#[tokio::test]
-async fn informational_heads_are_skipped() {
-    let answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: <x>\r\n\r\n\
-        HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok";
-    let (status, body, idle) = read_every_way(answer).await.unwrap();
-    assert_eq!((status, &body[..], idle), (201, &b"ok"[..], true));
+async fn every_framing_reads_alike_in_any_pieces() {
+    let cases = [
+        (
+            "a known length: the connection kept",
+            &b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 11\r\n\r\n\
+              {\"ok\":true}"[..],
+            200,
+            &b"{\"ok\":true}"[..],
+            true,
+        ),
+        (
+            "chunks with extensions and trailers",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+              5;name=v\r\nhello\r\n1\r\n \r\nA \r\n0123456789\r\n0\r\nx-trailer: 1\r\n\r\n",
+            200,
+            b"hello 0123456789",
+            true,
+        ),
+        (
+            "no length: the body ends with the connection",
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it",
+            200,
+            b"all of it",
+            false,
+        ),
+        (
+            "informational heads skipped",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: <x>\r\n\r\n\
+              HTTP/1.1 201 Created\r\ncontent-length: 2\r\n\r\nok",
+            201,
+            b"ok",
+            true,
+        ),
+    ];
+    for (case, answer, status, body, kept) in cases {
+        let read = read_every_way(answer).await.unwrap();
+        assert_eq!(read, (status, body.to_vec(), kept), "{case}");
+    }
 }
 
 #[tokio::test]
@@ -261,61 +261,72 @@ async fn refusal(answer: &[u8]) -> String {
 #[tokio::test]
 async fn what_the_upstream_cannot_send_is_an_error() {
     let closed = "upstream closed the connection before";
-    assert_eq!(refusal(b"").await, format!("{closed} a response"));
-    assert_eq!(
-        refusal(b"HTTP/1.1 200 OK\r\n").await,
-        format!("{closed} the end of the response head")
-    );
-    assert_eq!(
-        refusal(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab").await,
-        format!("{closed} the end of the body")
-    );
-    assert_eq!(
-        refusal(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab").await,
-        format!("{closed} the end of a chunk")
-    );
-    assert_eq!(
-        refusal(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n").await,
-        format!("{closed} the end of a chunked body")
-    );
     let invalid = "upstream sent an invalid response:";
-    for (answer, why) in [
-        (&b"SSH-2.0-OpenSSH\r\n\r\n"[..], "not HTTP/1"),
-        (b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n", "a malformed head"),
+    for (answer, kind, why) in [
+        (&b""[..], closed, "a response"),
+        (
+            b"HTTP/1.1 200 OK\r\n",
+            closed,
+            "the end of the response head",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nab",
+            closed,
+            "the end of the body",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nab",
+            closed,
+            "the end of a chunk",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n",
+            closed,
+            "the end of a chunked body",
+        ),
+        (b"SSH-2.0-OpenSSH\r\n\r\n", invalid, "not HTTP/1"),
+        (
+            b"HTTP/1.1 200 OK\r\nbad header\r\n\r\n",
+            invalid,
+            "a malformed head",
+        ),
         (
             b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+            invalid,
             "an unasked protocol switch",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 1x\r\n\r\n",
+            invalid,
             "a content-length",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 99999999999999999999\r\n\r\n",
+            invalid,
             "a content-length",
         ),
         (
             b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
+            invalid,
             "content-lengths that differ",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+            invalid,
             "a chunk size",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n11111111111111111\r\n",
+            invalid,
             "a chunk size",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nabc",
+            invalid,
             "a chunk not ended by CRLF",
         ),
     ] {
-        assert_eq!(
-            refusal(answer).await,
-            format!("{invalid} {why}"),
-            "{answer:?}"
-        );
+        assert_eq!(refusal(answer).await, format!("{kind} {why}"), "{answer:?}");
     }
     // What an upstream could make it hold.
     let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
