@@ -99,10 +99,9 @@ impl SseDecoder {
         }
         loop {
             let from = self.scanned.min(self.buf.len());
-            let end = self.buf[from..]
-                .iter()
-                .position(|&b| b == b'\n' || b == b'\r')
-                .map(|i| from + i);
+            // memchr: a data line of a few hundred bytes is looked through a word at a time,
+            // not a byte (byte by byte was 16% of a streamed answer's instructions).
+            let end = memchr::memchr2(b'\n', b'\r', &self.buf[from..]).map(|i| from + i);
             let Some(end) = end else {
                 self.scanned = self.buf.len();
                 if self.buf.len() > MAX_LINE {
