@@ -26,6 +26,7 @@
 //! (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, minus `NO_PROXY`, read as curl reads them) is
 //! used through a `CONNECT` tunnel, with the proxy URL's user and password as basic auth.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::error::Error;
 use std::future::Future;
@@ -37,8 +38,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
-use std::borrow::Cow;
-
 use http::{header, HeaderMap, HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyDataStream, BodyExt, Full};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -299,25 +298,23 @@ impl HttpClient {
     /// response head.
     pub async fn request(&self, req: Request<Bytes>) -> Result<Answer, SendError> {
         let pool = &self.pools[WORKER.with(Cell::get) % self.pools.len()];
-        while let Some(conn) = pool.checkout() {
+        loop {
+            let (conn, pooled_conn) = match pool.checkout() {
+                Some(conn) => (conn, true),
+                // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline,
+                // it would make every request's future (moved into a box per attempt) that
+                // much larger.
+                None => (Box::pin(self.connect(pool, req.uri())).await?, false),
+            };
             match conn {
                 Conn::H2(conn) => return send_h2(conn, req, &self.defaults).await,
                 Conn::H1(conn) => match conn.send(&req, &self.defaults).await {
                     Ok(resp) => return Ok(pooled(pool, resp)),
-                    // Not written: the connection was closing. Another one takes it.
-                    Err(e) if !e.written => continue,
+                    // Not written on a pooled connection: it was closing. Another one takes it.
+                    Err(e) if !e.written && pooled_conn => continue,
                     Err(e) => return Err(SendError::Http(e.error.into())),
                 },
             }
-        }
-        // Boxed: a connect (TCP, TLS, handshake) is a large future, and rare; inline, it would
-        // make every request's future (moved into a box per attempt) that much larger.
-        match Box::pin(self.connect(pool, req.uri())).await? {
-            Conn::H2(conn) => send_h2(conn, req, &self.defaults).await,
-            Conn::H1(conn) => match conn.send(&req, &self.defaults).await {
-                Ok(resp) => Ok(pooled(pool, resp)),
-                Err(e) => Err(SendError::Http(e.error.into())),
-            },
         }
     }
 

@@ -167,15 +167,22 @@ async fn send_to(
         .await
         .map_err(|e| send_error(&e))?;
     let status = resp.status();
-    if target.watch_limits {
-        if let Some(share) = super::select::limits::headroom(&resp.headers()) {
+    // An HTTP/1 answer's fields are parsed when asked: asked once, and only when read.
+    let watch = |headers: &http::HeaderMap| {
+        if let Some(share) = super::select::limits::headroom(headers) {
             target.health.set_headroom(share);
         }
-    }
+    };
     if status.is_success() {
+        if target.watch_limits {
+            watch(&resp.headers());
+        }
         return Ok(resp);
     }
     let headers = resp.headers().into_owned();
+    if target.watch_limits {
+        watch(&headers);
+    }
     let retry_after = parse_retry_after(&headers);
     let body = resp.into_body();
     let body = match read_at_most(body, MAX_ERROR_BODY).await {

@@ -11,6 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::body::Framing;
 use super::{Error, MAX_FIELDS};
+use crate::wire::scan::whole_number;
 
 /// A response head as it came.
 #[derive(Debug, Clone)]
@@ -29,13 +30,8 @@ impl RawHead {
     /// The header fields, as a map sharing the head's bytes (a field no `HeaderMap` can hold
     /// is left out).
     pub(crate) fn map(&self) -> HeaderMap {
-        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
-        let mut resp = httparse::Response::new(&mut []);
-        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-            &mut resp,
-            &self.bytes,
-            &mut fields,
-        );
+        let mut fields = [const { MaybeUninit::uninit() }; MAX_FIELDS];
+        let (resp, parsed) = read(&self.bytes, &mut fields);
         let mut map = HeaderMap::new();
         if parsed.is_err() {
             return map;
@@ -68,13 +64,8 @@ pub(super) struct Parsed {
 /// incomplete. `head_only`: the answer to a `HEAD` request (no body, whatever the head says).
 /// The framing follows RFC 9112 section 6.3.
 pub(super) fn parse(buf: &mut BytesMut, head_only: bool) -> Result<Option<Parsed>, Error> {
-    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
-    let mut resp = httparse::Response::new(&mut []);
-    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut resp,
-        buf,
-        &mut fields,
-    );
+    let mut fields = [const { MaybeUninit::uninit() }; MAX_FIELDS];
+    let (resp, parsed) = read(buf, &mut fields);
     let len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
@@ -97,7 +88,8 @@ pub(super) fn parse(buf: &mut BytesMut, head_only: bool) -> Result<Option<Parsed
         let name = f.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
             for part in f.value.split(|&b| b == b',') {
-                let n = decimal(part.trim_ascii()).ok_or(Error::Invalid("a content-length"))?;
+                let n =
+                    whole_number(part.trim_ascii()).ok_or(Error::Invalid("a content-length"))?;
                 if length.is_some_and(|l| l != n) {
                     return Err(Error::Invalid("content-lengths that differ"));
                 }
@@ -159,14 +151,13 @@ pub(super) fn parse(buf: &mut BytesMut, head_only: bool) -> Result<Option<Parsed
     }))
 }
 
-/// A `content-length` value: decimal digits that fit a `u64`.
-fn decimal(digits: &[u8]) -> Option<u64> {
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        digits
-            .iter()
-            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')),
-    )
+/// httparse's reading of the response head at the start of `buf`, its fields into `fields`.
+fn read<'h, 'b>(
+    buf: &'b [u8],
+    fields: &'h mut [MaybeUninit<httparse::Header<'b>>],
+) -> (httparse::Response<'h, 'b>, httparse::Result<usize>) {
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut resp, buf, fields);
+    (resp, parsed)
 }
