@@ -171,22 +171,73 @@ impl SseDecoder {
     }
 }
 
-/// Frame one `data:` event (JSON payloads hold no raw newlines).
-pub fn encode_data(data: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(data.len() + 8);
+/// Appends one event (`event: <name>` when named, then `data: <json>`, then the blank line
+/// that ends it) and returns true; a value that fails to serialize appends nothing and
+/// returns false.
+///
+/// A raw line break in serialized JSON can only be whitespace between tokens (strings escape
+/// theirs), yet one there, as a raw value passed through as it came may hold, would end the
+/// `data:` line and split the JSON over lines a client reads as separate fields: each becomes
+/// a space.
+pub fn write_json(out: &mut Vec<u8>, name: Option<&str>, value: &impl serde::Serialize) -> bool {
+    let start = out.len();
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
     out.extend_from_slice(b"data: ");
-    out.extend_from_slice(data);
+    let json = out.len();
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.truncate(start);
+        return false;
+    }
+    let mut at = json;
+    while let Some(i) = memchr::memchr2(b'\n', b'\r', &out[at..]) {
+        out[at + i] = b' ';
+        at += i + 1;
+    }
     out.extend_from_slice(b"\n\n");
-    out.freeze()
+    true
+}
+
+/// Frame one `data:` event.
+pub fn encode_data(data: &[u8]) -> Bytes {
+    frame(None, data)
 }
 
 /// Frame one named event (`event: <name>` then its `data:` line), as Anthropic streams are.
 pub fn encode_event(name: &str, data: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(name.len() + data.len() + 16);
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    out.extend_from_slice(data);
+    frame(Some(name), data)
+}
+
+/// An event's bytes: data holding line breaks (a decoded event whose upstream sent it over
+/// several `data:` lines, which the decoder joined by `\n`) goes out as as many `data:`
+/// lines, so a client reads back the same data.
+fn frame(name: Option<&str>, data: &[u8]) -> Bytes {
+    let name_len = name.map_or(0, |n| n.len() + 8);
+    let mut out = BytesMut::with_capacity(name_len + data.len() + 8);
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b"\n");
+    }
+    let mut rest = data;
+    loop {
+        out.extend_from_slice(b"data: ");
+        let Some(end) = memchr::memchr2(b'\n', b'\r', rest) else {
+            out.extend_from_slice(rest);
+            break;
+        };
+        out.extend_from_slice(&rest[..end]);
+        out.extend_from_slice(b"\n");
+        let skip = if rest[end..].starts_with(b"\r\n") {
+            2
+        } else {
+            1
+        };
+        rest = &rest[end + skip..];
+    }
     out.extend_from_slice(b"\n\n");
     out.freeze()
 }
@@ -195,7 +246,19 @@ pub fn encode_event(name: &str, data: &[u8]) -> Bytes {
 pub fn decode_data(framed: &Bytes) -> Bytes {
     let start = if framed.starts_with(b"data: ") { 6 } else { 0 };
     let end = framed.len() - if framed.ends_with(b"\n\n") { 2 } else { 0 };
-    framed.slice(start.min(end)..end)
+    let data = framed.slice(start.min(end)..end);
+    if memchr::memchr(b'\n', &data).is_none() {
+        return data;
+    }
+    // Data framed over several lines: the lines joined by `\n`, as the decoder joins them.
+    let mut joined = Vec::with_capacity(data.len());
+    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            joined.push(b'\n');
+        }
+        joined.extend_from_slice(line.strip_prefix(b"data: ").unwrap_or(line));
+    }
+    Bytes::from(joined)
 }
 
 /// The terminator of an OpenAI stream.
@@ -270,6 +333,48 @@ mod tests {
         long.extend_from_slice(b"\n\n");
         dec.push(&long);
         assert_eq!(all(&mut dec)[0].data, Bytes::from_static(OVERFLOW));
+    }
+
+    #[test]
+    fn json_written_as_an_event_is_one_data_line() {
+        let raw: Box<serde_json::value::RawValue> =
+            serde_json::from_str("{\r\n\"a\":\r\r[1,\n2]}").unwrap();
+        let mut out = b"x".to_vec();
+        assert!(write_json(&mut out, Some("e"), &raw));
+        assert_eq!(&out[..], b"xevent: e\ndata: {  \"a\":  [1, 2]}\n\n");
+        let mut dec = SseDecoder::new();
+        dec.push(&out[1..]);
+        let evs = all(&mut dec);
+        assert_eq!(evs.len(), 1);
+        let back: serde_json::Value = serde_json::from_slice(&evs[0].data).unwrap();
+        assert_eq!(back, serde_json::json!({"a": [1, 2]}));
+        let mut out = Vec::new();
+        assert!(write_json(&mut out, None, &"line\nbreak"));
+        assert_eq!(
+            &out[..],
+            b"data: \"line\\nbreak\"\n\n",
+            "strings keep their escapes"
+        );
+    }
+
+    #[test]
+    fn data_over_several_lines_goes_out_as_it_came_in() {
+        let mut dec = SseDecoder::new();
+        dec.push(b"event: e\ndata: {\"a\":\ndata: 1}\n\ndata: x\ndata:\ndata: y\n\n");
+        let evs = all(&mut dec);
+        assert_eq!(evs[0].data, Bytes::from_static(b"{\"a\":\n1}"));
+        let framed = encode_event("e", &evs[0].data);
+        assert_eq!(&framed[..], b"event: e\ndata: {\"a\":\ndata: 1}\n\n");
+        let framed = encode_data(&evs[1].data);
+        assert_eq!(&framed[..], b"data: x\ndata: \ndata: y\n\n");
+        let mut again = SseDecoder::new();
+        again.push(&framed);
+        assert_eq!(all(&mut again)[0].data, evs[1].data);
+        assert_eq!(decode_data(&framed), evs[1].data);
+        assert_eq!(
+            &encode_data(b"a\r\nb\rc")[..],
+            b"data: a\ndata: b\ndata: c\n\n"
+        );
     }
 
     #[test]

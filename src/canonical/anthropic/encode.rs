@@ -95,15 +95,7 @@ struct OutMessageDelta<'a> {
 
 /// Appends `event: <name>\ndata: <json>\n\n`.
 fn write_event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
-    let start = out.len();
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    if serde_json::to_writer(&mut *out, data).is_ok() {
-        out.extend_from_slice(b"\n\n");
-    } else {
-        out.truncate(start);
-    }
+    crate::wire::sse::write_json(out, Some(name), data);
 }
 
 impl Encoder {

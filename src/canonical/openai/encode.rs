@@ -59,13 +59,7 @@ struct OutErrorEvent<'a> {
 
 /// Appends `data: <json>\n\n`; a value that fails to serialize (none of ours can) writes nothing.
 pub(crate) fn write_data(out: &mut Vec<u8>, value: &impl Serialize) {
-    let start = out.len();
-    out.extend_from_slice(b"data: ");
-    if serde_json::to_writer(&mut *out, value).is_ok() {
-        out.extend_from_slice(b"\n\n");
-    } else {
-        out.truncate(start);
-    }
+    crate::wire::sse::write_json(out, None, value);
 }
 
 /// Writes canonical events as an OpenAI chunk stream.

@@ -148,14 +148,7 @@ pub(super) fn emit<'e>(
     event: impl FnOnce(u64) -> OutEvent<'e>,
 ) {
     let event = event(*sequence_number);
-    let start = out.len();
-    out.extend_from_slice(b"event: ");
-    out.extend_from_slice(event.name().as_bytes());
-    out.extend_from_slice(b"\ndata: ");
-    if serde_json::to_writer(&mut *out, &event).is_ok() {
-        out.extend_from_slice(b"\n\n");
+    if crate::wire::sse::write_json(out, Some(event.name()), &event) {
         *sequence_number = sequence_number.saturating_add(1);
-    } else {
-        out.truncate(start);
     }
 }
