@@ -1,7 +1,7 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for; and what the gateway reads
-//! with it (a chat request, the usage of an OpenAI answer passed on) is what it reads with
-//! serde_json alone.
+//! with it (a chat request, the usage of an OpenAI answer passed on, a chunk of an OpenAI
+//! stream) is what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
     let theirs = transcode::fuzz_completion_usage(data).ok();
     let ours = transcode::native_usage(switchyard::canonical::Dialect::OpenAi, data).ok();
     assert_eq!(ours, theirs, "the usage of an OpenAI answer");
+    switchyard::wire::chunks::fuzz_chunk_read(data);
     let body = Bytes::copy_from_slice(data);
     let theirs = ChatRequest::fuzz_parse_by_serde(body.clone()).map(|r| format!("{r:?}"));
     let ours = ChatRequest::parse(body).map(|r| format!("{r:?}"));

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::scan;
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
 
@@ -195,6 +196,134 @@ fn error_message(raw: &RawValue) -> String {
         .unwrap_or_else(|| raw.get().chars().take(200).collect())
 }
 
+/// What one OpenAI chunk says, as the tracker needs it.
+#[derive(Debug, Default, PartialEq)]
+struct ChunkRead {
+    /// The message of an in-band `error`.
+    error: Option<String>,
+    /// The chunk has choices.
+    choices: bool,
+    /// Choices with content (text, a tool call, a refusal).
+    content: u32,
+    /// A choice has a tool call.
+    tool_calls: bool,
+    /// A choice has a `finish_reason`.
+    finished: bool,
+    /// The choices' text, when asked for and there is some.
+    text: Option<String>,
+    /// The `usage` field, when not `null`: its counts, when they read as such.
+    usage: Option<Option<Usage>>,
+}
+
+/// A chunk that is not an OpenAI chunk.
+struct Malformed;
+
+impl ChunkRead {
+    /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
+    /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
+    /// then reads (or refuses) as serde_json does.
+    fn scan(data: &[u8], capture: bool) -> Option<ChunkRead> {
+        let mut read = ChunkRead::default();
+        let null = |r: &Option<std::ops::Range<usize>>| {
+            r.as_ref().is_none_or(|r| &data[r.clone()] == b"null")
+        };
+        let mut plain = true;
+        let ([_, usage, error], choices) = scan::fields_and_items(
+            data,
+            ["choices", "usage", "error"],
+            0,
+            ["delta", "finish_reason"],
+            |[delta, finish]| {
+                if !null(&finish) {
+                    // Anything but a string without escapes is left to `parse` (which refuses
+                    // what is not a string).
+                    plain &= finish.as_ref().is_some_and(|f| {
+                        data[f.start] == b'"' && !data[f.clone()].contains(&b'\\')
+                    });
+                    read.finished = true;
+                }
+                if let Some(delta) = delta.filter(|d| plain && &data[d.clone()] != b"null") {
+                    let Some([text, tools, function, refusal]) = scan::fields_in(
+                        data,
+                        delta,
+                        ["content", "tool_calls", "function_call", "refusal"],
+                    ) else {
+                        plain = false;
+                        return false;
+                    };
+                    let tool = !null(&tools) || !null(&function);
+                    let said = |r: &Option<std::ops::Range<usize>>| {
+                        !null(r) && r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
+                    };
+                    if tool || said(&text) || said(&refusal) {
+                        read.content += 1;
+                    }
+                    read.tool_calls |= tool;
+                    let text = text.filter(|t| capture && data[t.start] == b'"');
+                    if let Some(text) =
+                        text.and_then(|t| serde_json::from_slice::<Cow<'_, str>>(&data[t]).ok())
+                    {
+                        read.text.get_or_insert_with(String::new).push_str(&text);
+                    }
+                }
+                plain
+            },
+        )?;
+        if !null(&error) {
+            return None; // rare: `parse` reads its message
+        }
+        read.choices = choices > 0;
+        if let Some(usage) = usage.filter(|u| &data[u.clone()] != b"null") {
+            read.usage = Some(serde_json::from_slice(&data[usage]).ok());
+        }
+        Some(read)
+    }
+
+    /// The chunk read by serde_json.
+    fn parse(data: &[u8], capture: bool) -> Result<ChunkRead, Malformed> {
+        let view = serde_json::from_slice::<ChunkView<'_>>(data).map_err(|_| Malformed)?;
+        let mut read = ChunkRead {
+            error: view.error.map(error_message),
+            ..ChunkRead::default()
+        };
+        let choices = view.choices.unwrap_or_default();
+        read.choices = !choices.is_empty();
+        for choice in &choices {
+            if let Some(d) = &choice.delta {
+                let tool = d.tool_calls.is_some() || d.function_call.is_some();
+                read.tool_calls |= tool;
+                if capture {
+                    if let Some(text) = d
+                        .content
+                        .and_then(|c| serde_json::from_str::<Cow<'_, str>>(c.get()).ok())
+                    {
+                        read.text.get_or_insert_with(String::new).push_str(&text);
+                    }
+                }
+                if has_text(d.content) || tool || has_text(d.refusal) {
+                    read.content += 1;
+                }
+            }
+            read.finished |= choice.finish_reason.is_some();
+        }
+        read.usage = view.usage.map(|u| serde_json::from_str(u.get()).ok());
+        Ok(read)
+    }
+}
+
+/// Fuzzing: an OpenAI chunk the scanner reads, it reads as serde_json does (with and without
+/// its text), as `fuzz/fuzz_targets/json_scan.rs` checks; panics when not.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_chunk_read(data: &[u8]) {
+    for capture in [false, true] {
+        if let Some(scanned) = ChunkRead::scan(data, capture) {
+            let parsed = ChunkRead::parse(data, capture).ok();
+            assert_eq!(Some(scanned), parsed, "an OpenAI chunk");
+        }
+    }
+}
+
 impl ChunkTracker {
     /// A tracker for one OpenAI stream; `client_wants_usage` keeps the usage chunk in the output.
     pub fn new(client_wants_usage: bool) -> Self {
@@ -264,50 +393,33 @@ impl ChunkTracker {
         if ev.data.as_ref() == DONE {
             return ChunkAction::Done;
         }
-        let Ok(view) = serde_json::from_slice::<ChunkView<'_>>(&ev.data) else {
-            self.malformed += 1;
-            return ChunkAction::Skip;
+        let capture = self.capture_text;
+        let read = match ChunkRead::scan(&ev.data, capture) {
+            Some(read) => read,
+            None => match ChunkRead::parse(&ev.data, capture) {
+                Ok(read) => read,
+                Err(Malformed) => {
+                    self.malformed += 1;
+                    return ChunkAction::Skip;
+                }
+            },
         };
-        if let Some(err) = view.error {
-            return ChunkAction::Error(error_message(err));
+        if let Some(message) = read.error {
+            return ChunkAction::Error(message);
         }
-        let choices = view.choices.unwrap_or_default();
-        self.last_text = None;
-        for choice in &choices {
-            if let Some(d) = &choice.delta {
-                if d.tool_calls.is_some() || d.function_call.is_some() {
-                    self.tool_calls_seen = true;
-                }
-                if self.capture_text {
-                    if let Some(text) = d
-                        .content
-                        .and_then(|c| serde_json::from_str::<Cow<'_, str>>(c.get()).ok())
-                    {
-                        self.last_text
-                            .get_or_insert_with(String::new)
-                            .push_str(&text);
-                    }
-                }
-                if has_text(d.content)
-                    || d.tool_calls.is_some()
-                    || d.function_call.is_some()
-                    || has_text(d.refusal)
-                {
-                    self.committed = true;
-                    self.content_chunks += 1;
-                }
-            }
-            if choice.finish_reason.is_some() {
-                self.committed = true;
-                self.finished = true;
-            }
+        self.last_text = read.text;
+        self.tool_calls_seen |= read.tool_calls;
+        if read.content > 0 || read.finished {
+            self.committed = true;
         }
+        self.content_chunks += read.content;
+        self.finished |= read.finished;
         if self.meta.is_none() {
             self.meta = serde_json::from_slice(&ev.data).ok();
         }
-        if let (true, Some(usage)) = (choices.is_empty(), view.usage) {
+        if let (false, Some(usage)) = (read.choices, read.usage) {
             self.usage_seen = true;
-            self.usage = serde_json::from_str(usage.get()).ok();
+            self.usage = usage;
             if !self.client_wants_usage {
                 return ChunkAction::Skip;
             }
@@ -360,6 +472,52 @@ mod tests {
             event: None,
             data: Bytes::copy_from_slice(data.as_bytes()),
         }
+    }
+
+    #[test]
+    fn a_chunk_scanned_reads_as_serde_json_reads_it() {
+        let chunks = [
+            r#"{"id":"c1","model":"m","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi \"there\"\n"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b","refusal":null}}]}"#,
+            r#"{"choices":[{"delta":{"content":null,"refusal":"no"}}]}"#,
+            r#"{"choices":[{"delta":{"content":[{"type":"text"}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":null,"function_call":{"name":"f"}}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+            r#"{"choices":[{"delta":null,"finish_reason":"length"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":"x"}}"#,
+            r#"{"usage":{"prompt_tokens":3},"error":null}"#,
+            r#"{"object":"chat.completion.chunk"}"#,
+            r#" { "choices" : [ { "delta" : { "content" : "x" } } ] } "#,
+        ];
+        for chunk in chunks {
+            for capture in [false, true] {
+                let scanned = ChunkRead::scan(chunk.as_bytes(), capture);
+                let scanned = scanned.unwrap_or_else(|| panic!("not scanned: {chunk}"));
+                let parsed = ChunkRead::parse(chunk.as_bytes(), capture).ok();
+                assert_eq!(Some(scanned), parsed, "{chunk}");
+            }
+        }
+        // What the scan leaves to serde_json: read the same, or refused.
+        let unusual = [
+            r#"{"choices":null}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":7}]}"#,
+            r#"{"choices":[{"delta":"x"}]}"#,
+            r#"{"choices":[{"delta":{"content":"x","content":"y"}}]}"#,
+            r#"{"choices":[{"finish_reason":"st\u006fp"}]}"#,
+            r#"{"error":{"message":"Overloaded"}}"#,
+            r#"{"choices":[1]}"#,
+            r#"[null,null,null]"#,
+        ];
+        for chunk in unusual {
+            assert_eq!(ChunkRead::scan(chunk.as_bytes(), true), None, "{chunk}");
+        }
+        let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true).is_err();
+        assert!(refused(unusual[1]) && refused(unusual[2]) && refused(unusual[3]));
+        let stop = ChunkRead::parse(unusual[4].as_bytes(), true).ok().unwrap();
+        assert!(stop.finished);
     }
 
     #[test]
