@@ -105,7 +105,7 @@ impl Spans {
                 "user",
             ],
         )?;
-        let not_null = |span: Option<Range<usize>>| span.filter(|r| &body[r.clone()] != b"null");
+        let not_null = |span| scan::not_null(body, span);
         let stream = match stream.map(|r| &body[r]) {
             None | Some(b"null") => None,
             Some(b"true") => Some(true),

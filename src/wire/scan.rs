@@ -13,6 +13,7 @@
 //! providers send. `fuzz/fuzz_targets/json_scan.rs` checks that every body this accepts,
 //! serde_json accepts, with the same values for the same keys.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// Containers nested deeper than this are left to serde_json (whose own limit is 127).
@@ -63,6 +64,23 @@ pub fn fields_and_items<const N: usize, const M: usize>(
         Some(true)
     })?;
     Some((found, count))
+}
+
+/// `span`, unless the value there is `null` (which serde_json reads as an absent `Option`).
+pub fn not_null(body: &[u8], span: Option<Range<usize>>) -> Option<Range<usize>> {
+    span.filter(|r| &body[r.clone()] != b"null")
+}
+
+/// The text of the string value at `span` of a body the scanner accepted: borrowed when it has
+/// no escapes, decoded by serde_json when it has; `None` when the value is not a string (or
+/// holds an escape no string can, a lone surrogate).
+pub fn text(body: &[u8], span: Range<usize>) -> Option<Cow<'_, str>> {
+    let value = &body[span];
+    let inner = value.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if inner.contains(&b'\\') {
+        return serde_json::from_slice::<String>(value).ok().map(Cow::Owned);
+    }
+    std::str::from_utf8(inner).ok().map(Cow::Borrowed)
 }
 
 /// A JSON number that is a whole number in `u64` (`None` for any other, a fraction or an
@@ -349,6 +367,24 @@ mod tests {
         assert_eq!(count, found.len());
         assert_eq!(a, fields(body.as_bytes(), ["a"])?[0]);
         Some(found)
+    }
+
+    #[test]
+    fn nulls_and_texts() {
+        let body = br#"{"a":null,"b":"x\"y","c":"plain","d":7}"#;
+        let [a, b, c, d] = fields(body, ["a", "b", "c", "d"]).unwrap();
+        assert_eq!(not_null(body, a), None);
+        assert_eq!(not_null(body, c.clone()), c);
+        assert_eq!(text(body, b.unwrap()).as_deref(), Some("x\"y"));
+        let plain = text(body, c.unwrap()).unwrap();
+        assert!(
+            matches!(plain, Cow::Borrowed("plain")),
+            "no escapes: borrowed"
+        );
+        assert_eq!(text(body, d.unwrap()), None);
+        let lone = br#"{"e":"\ud800"}"#;
+        let [e] = fields(lone, ["e"]).unwrap();
+        assert_eq!(text(lone, e.unwrap()), None);
     }
 
     #[test]

@@ -251,11 +251,10 @@ pub fn decode_data(framed: &Bytes) -> Bytes {
         return data;
     }
     // Data framed over several lines: the lines joined by `\n`, as the decoder joins them.
-    let mut joined = Vec::with_capacity(data.len());
-    for (i, line) in data.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            joined.push(b'\n');
-        }
+    let mut lines = data.split(|&b| b == b'\n');
+    let mut joined = lines.next().unwrap_or_default().to_vec();
+    for line in lines {
+        joined.push(b'\n');
         joined.extend_from_slice(line.strip_prefix(b"data: ").unwrap_or(line));
     }
     Bytes::from(joined)
@@ -371,6 +370,8 @@ mod tests {
         again.push(&framed);
         assert_eq!(all(&mut again)[0].data, evs[1].data);
         assert_eq!(decode_data(&framed), evs[1].data);
+        let looks_framed = Bytes::from_static(b"data: x\ndata: y");
+        assert_eq!(decode_data(&encode_data(&looks_framed)), looks_framed);
         assert_eq!(
             &encode_data(b"a\r\nb\rc")[..],
             b"data: a\ndata: b\ndata: c\n\n"

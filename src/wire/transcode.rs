@@ -219,8 +219,7 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
     if choices == 0 {
         return None;
     }
-    let not_null = |r: &std::ops::Range<usize>| &body[r.clone()] != b"null";
-    let Some(usage) = usage.filter(not_null) else {
+    let Some(usage) = scan::not_null(body, usage) else {
         return Some(None);
     };
     let [prompt, completion, details] = scan::fields_in(
@@ -236,7 +235,7 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
         Some(r) => scan::whole_number(&body[r]),
         None => Some(0),
     };
-    let (cache_read_tokens, cache_write_tokens) = match details.filter(not_null) {
+    let (cache_read_tokens, cache_write_tokens) = match scan::not_null(body, details) {
         None => (0, 0),
         Some(details) => {
             let [read, write] =

@@ -9,6 +9,7 @@ mod anthropic;
 mod responses;
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -215,73 +216,63 @@ struct ChunkRead {
     usage: Option<Option<Usage>>,
 }
 
-/// A chunk that is not an OpenAI chunk.
-struct Malformed;
-
 impl ChunkRead {
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
     /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
     /// then reads (or refuses) as serde_json does.
     fn scan(data: &[u8], capture: bool) -> Option<ChunkRead> {
+        let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
-        let null = |r: &Option<std::ops::Range<usize>>| {
-            r.as_ref().is_none_or(|r| &data[r.clone()] == b"null")
-        };
-        let mut plain = true;
         let ([_, usage, error], choices) = scan::fields_and_items(
             data,
             ["choices", "usage", "error"],
             0,
             ["delta", "finish_reason"],
             |[delta, finish]| {
-                if !null(&finish) {
+                if let Some(finish) = given(finish) {
                     // Anything but a string without escapes is left to `parse` (which refuses
                     // what is not a string).
-                    plain &= finish.as_ref().is_some_and(|f| {
-                        data[f.start] == b'"' && !data[f.clone()].contains(&b'\\')
-                    });
+                    if data[finish.start] != b'"' || data[finish].contains(&b'\\') {
+                        return false;
+                    }
                     read.finished = true;
                 }
-                if let Some(delta) = delta.filter(|d| plain && &data[d.clone()] != b"null") {
-                    let Some([text, tools, function, refusal]) = scan::fields_in(
-                        data,
-                        delta,
-                        ["content", "tool_calls", "function_call", "refusal"],
-                    ) else {
-                        plain = false;
-                        return false;
-                    };
-                    let tool = !null(&tools) || !null(&function);
-                    let said = |r: &Option<std::ops::Range<usize>>| {
-                        !null(r) && r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
-                    };
-                    if tool || said(&text) || said(&refusal) {
-                        read.content += 1;
-                    }
-                    read.tool_calls |= tool;
-                    let text = text.filter(|t| capture && data[t.start] == b'"');
-                    if let Some(text) =
-                        text.and_then(|t| serde_json::from_slice::<Cow<'_, str>>(&data[t]).ok())
-                    {
-                        read.text.get_or_insert_with(String::new).push_str(&text);
-                    }
+                let Some(delta) = given(delta) else {
+                    return true;
+                };
+                let Some([text, tools, function, refusal]) = scan::fields_in(
+                    data,
+                    delta,
+                    ["content", "tool_calls", "function_call", "refusal"],
+                ) else {
+                    return false;
+                };
+                let (text, refusal) = (given(text), given(refusal));
+                let tool = given(tools).is_some() || given(function).is_some();
+                let said = |r: &Option<Range<usize>>| {
+                    r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
+                };
+                if tool || said(&text) || said(&refusal) {
+                    read.content += 1;
                 }
-                plain
+                read.tool_calls |= tool;
+                if let Some(text) = text.filter(|_| capture).and_then(|t| scan::text(data, t)) {
+                    read.text.get_or_insert_with(String::new).push_str(&text);
+                }
+                true
             },
         )?;
-        if !null(&error) {
+        if given(error).is_some() {
             return None; // rare: `parse` reads its message
         }
         read.choices = choices > 0;
-        if let Some(usage) = usage.filter(|u| &data[u.clone()] != b"null") {
-            read.usage = Some(serde_json::from_slice(&data[usage]).ok());
-        }
+        read.usage = given(usage).map(|u| serde_json::from_slice(&data[u]).ok());
         Some(read)
     }
 
-    /// The chunk read by serde_json.
-    fn parse(data: &[u8], capture: bool) -> Result<ChunkRead, Malformed> {
-        let view = serde_json::from_slice::<ChunkView<'_>>(data).map_err(|_| Malformed)?;
+    /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
+    fn parse(data: &[u8], capture: bool) -> Option<ChunkRead> {
+        let view = serde_json::from_slice::<ChunkView<'_>>(data).ok()?;
         let mut read = ChunkRead {
             error: view.error.map(error_message),
             ..ChunkRead::default()
@@ -307,7 +298,7 @@ impl ChunkRead {
             read.finished |= choice.finish_reason.is_some();
         }
         read.usage = view.usage.map(|u| serde_json::from_str(u.get()).ok());
-        Ok(read)
+        Some(read)
     }
 }
 
@@ -318,8 +309,11 @@ impl ChunkRead {
 pub fn fuzz_chunk_read(data: &[u8]) {
     for capture in [false, true] {
         if let Some(scanned) = ChunkRead::scan(data, capture) {
-            let parsed = ChunkRead::parse(data, capture).ok();
-            assert_eq!(Some(scanned), parsed, "an OpenAI chunk");
+            assert_eq!(
+                Some(scanned),
+                ChunkRead::parse(data, capture),
+                "an OpenAI chunk"
+            );
         }
     }
 }
@@ -394,15 +388,11 @@ impl ChunkTracker {
             return ChunkAction::Done;
         }
         let capture = self.capture_text;
-        let read = match ChunkRead::scan(&ev.data, capture) {
-            Some(read) => read,
-            None => match ChunkRead::parse(&ev.data, capture) {
-                Ok(read) => read,
-                Err(Malformed) => {
-                    self.malformed += 1;
-                    return ChunkAction::Skip;
-                }
-            },
+        let read =
+            ChunkRead::scan(&ev.data, capture).or_else(|| ChunkRead::parse(&ev.data, capture));
+        let Some(read) = read else {
+            self.malformed += 1;
+            return ChunkAction::Skip;
         };
         if let Some(message) = read.error {
             return ChunkAction::Error(message);
@@ -496,7 +486,7 @@ mod tests {
             for capture in [false, true] {
                 let scanned = ChunkRead::scan(chunk.as_bytes(), capture);
                 let scanned = scanned.unwrap_or_else(|| panic!("not scanned: {chunk}"));
-                let parsed = ChunkRead::parse(chunk.as_bytes(), capture).ok();
+                let parsed = ChunkRead::parse(chunk.as_bytes(), capture);
                 assert_eq!(Some(scanned), parsed, "{chunk}");
             }
         }
@@ -514,9 +504,9 @@ mod tests {
         for chunk in unusual {
             assert_eq!(ChunkRead::scan(chunk.as_bytes(), true), None, "{chunk}");
         }
-        let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true).is_err();
+        let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true).is_none();
         assert!(refused(unusual[1]) && refused(unusual[2]) && refused(unusual[3]));
-        let stop = ChunkRead::parse(unusual[4].as_bytes(), true).ok().unwrap();
+        let stop = ChunkRead::parse(unusual[4].as_bytes(), true).unwrap();
         assert!(stop.finished);
     }
 
