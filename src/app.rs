@@ -4,6 +4,11 @@
 
 mod conn;
 
+/// Fuzzing: a client's first bytes read by the gateway's HTTP/1.1 server
+/// (`fuzz/fuzz_targets/h1_request.rs`).
+#[cfg(fuzzing)]
+pub use self::conn::fuzz_request as fuzz_h1_request;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;

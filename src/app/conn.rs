@@ -1,5 +1,9 @@
 //! Client connections: one listener's accept loop and each connection's bounds.
 //!
+//! A connection is served by [`h1`] (HTTP/1.1 as clients send it, from the connection's own
+//! task) until a request that path does not serve arrives; from that request on, by hyper's
+//! HTTP/1 and HTTP/2 (h2c) server, below. Both keep the bounds that follow.
+//!
 //! A client the gateway does not control decides how slowly it sends and how long it keeps a
 //! connection; each of these costs a file descriptor, and with too many of them the gateway
 //! stops answering anyone (its health checks included). So, per `[server]`:
@@ -19,13 +23,13 @@
 //!   still open is ended (`Shared::close_all`: streams get an error event, races a 503, each
 //!   writes its audit record), given [`CLOSE_GRACE`] to say so, and closed.
 //!
-//! hyper's own `header_read_timeout` is not used: it also runs while a kept-alive connection
-//! waits for its next request, which would make `idle_timeout` the header timeout. Instead each
-//! connection's I/O notes when a new request starts arriving ([`heads`]) and its service when
-//! a request's head is complete and when its response ended ([`Done`]); the connection's task
-//! holds one timer, moved sooner when a phase is due sooner and later only when it fires early
-//! (not once per request). Each of these limits counts in
-//! `switchyard_limits_total` when it acts.
+//! Under hyper, hyper's own `header_read_timeout` is not used: it also runs while a kept-alive
+//! connection waits for its next request, which would make `idle_timeout` the header timeout.
+//! Instead each connection's I/O notes when a new request starts arriving ([`heads`]; [`h1`]
+//! sees it itself) and its service when a request's head is complete and when its response
+//! ended ([`Done`]); the connection's task holds one timer, moved sooner when a phase is due
+//! sooner and later only when it fires early (not once per request). Each of these limits
+//! counts in `switchyard_limits_total` when it acts.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -47,9 +51,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower_service::Service as _;
 
+mod h1;
 mod heads;
 
 use heads::Watched;
+
+#[cfg(fuzzing)]
+pub use self::h1::fuzz_request;
 
 use super::AppError;
 use crate::api::error::ApiError;
@@ -74,6 +82,8 @@ pub(super) struct Gate {
     idle_timeout: Duration,
     max_connections: usize,
     max_in_flight: usize,
+    /// `max_body`: a larger body is hyper's to read (the service answers 413).
+    max_body: usize,
     pub(super) shutdown_timeout: Duration,
     connections: AtomicUsize,
     in_flight: AtomicUsize,
@@ -90,6 +100,7 @@ impl Gate {
             idle_timeout: server.idle_timeout,
             max_connections: server.max_connections as usize,
             max_in_flight: server.max_in_flight as usize,
+            max_body: server.max_body,
             shutdown_timeout: server.shutdown_timeout,
             connections: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
@@ -234,6 +245,8 @@ enum Ended {
 }
 
 /// Serve one connection under its timeouts; gracefully shut down when `draining` turns true.
+/// HTTP/1.1 as most clients send it is served by [`h1`]; what it does not serve (HTTP/2,
+/// HTTP/1.0, chunked bodies...) by hyper, from the request where it begins.
 async fn connection(
     tcp: TcpStream,
     slot: ConnSlot,
@@ -242,11 +255,23 @@ async fn connection(
     mut draining: tokio::sync::watch::Receiver<bool>,
 ) {
     let state = Arc::new(ConnState::new(slot));
-    let io = TokioIo::new(Watched::new(tcp, state.clone()));
     let service = Svc {
         app,
         conn: state.clone(),
     };
+    let (tcp, read) = match h1::serve(tcp, &service, &mut draining).await {
+        h1::Outcome::Ended(ended) => {
+            let counters = &state.slot.0.counters;
+            match ended {
+                Ended::Served => {}
+                Ended::HeaderTimeout => bump(&counters.header_timeout),
+                Ended::IdleTimeout => bump(&counters.idle_timeout),
+            }
+            return;
+        }
+        h1::Outcome::Hyper(tcp, read) => (tcp, read),
+    };
+    let io = TokioIo::new(Watched::new(tcp, read, state.clone()));
     let mut conn = std::pin::pin!(builder.serve_connection(io, service));
     let mut drain = std::pin::pin!(async move {
         let _ = draining.wait_for(|d| *d).await;
@@ -380,6 +405,12 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
     type Future = Routed;
 
     fn call(&self, req: Request<Incoming>) -> Routed {
+        self.route(req.map(Body::new))
+    }
+}
+
+impl Svc {
+    fn route(&self, req: Request<Body>) -> Routed {
         self.conn.begin();
         let mut done = Done {
             conn: self.conn.clone(),
@@ -396,7 +427,7 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
             }
             done.in_flight = true;
             if req.method() == http::Method::POST {
-                let future = self.app.client_api(api, req.map(Body::new));
+                let future = self.app.client_api(api, req);
                 return Routed::Direct(future, Some(done));
             }
         }

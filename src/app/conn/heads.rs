@@ -14,6 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -99,14 +100,17 @@ impl Sniff {
 /// A connection's socket, noting where each request head begins.
 pub(super) struct Watched {
     io: TcpStream,
+    /// Bytes read from `io` before it was watched, read first.
+    read: Bytes,
     state: Arc<ConnState>,
     sniff: Sniff,
 }
 
 impl Watched {
-    pub(super) fn new(io: TcpStream, state: Arc<ConnState>) -> Watched {
+    pub(super) fn new(io: TcpStream, read: Bytes, state: Arc<ConnState>) -> Watched {
         Watched {
             io,
+            read,
             state,
             sniff: Sniff::Preface(0),
         }
@@ -120,8 +124,14 @@ impl AsyncRead for Watched {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
-        let read = Pin::new(&mut self.io).poll_read(cx, buf);
         let this = &mut *self;
+        let read = if this.read.is_empty() {
+            Pin::new(&mut this.io).poll_read(cx, buf)
+        } else {
+            let n = this.read.len().min(buf.remaining());
+            buf.put_slice(&this.read.split_to(n));
+            Poll::Ready(Ok(()))
+        };
         if buf.filled().len() > before && this.sniff.scan(&buf.filled()[before..]) {
             this.state.head_begins();
         }

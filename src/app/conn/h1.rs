@@ -1,0 +1,806 @@
+//! A client connection's HTTP/1.1, served by the connection's own task.
+//!
+//! hyper's server connection is a dispatcher between the socket and the service: it parses
+//! the head, hands the body over a channel, polls the service's future and the response body
+//! from its own state machine and buffers what it writes (~14,000 of the gateway's ~42,000
+//! instructions for a whole answer, `bench/instructions`). The common request here is a head
+//! with a body of known length, most often arrived whole with it, and one response at a time:
+//! this path reads it, calls the service, and writes the answer from the connection's task
+//! with no channel (a body that has not arrived whole is fed to the service through one) and
+//! the response head and a whole body in one system call.
+//!
+//! What it serves: HTTP/1.1 requests in origin form whose body, if any, is framed by one
+//! `content-length` no larger than `max_body`, without `expect`, `upgrade`, or `connection`
+//! other than `keep-alive`; a head of at most [`MAX_HEAD`] and [`MAX_FIELDS`] fields.
+//! Anything else (HTTP/1.0, chunked bodies, `expect: 100-continue`, `HEAD`, `CONNECT`, a head
+//! that does not parse, HTTP/2's preface) hands the connection to hyper from that request on,
+//! with the bytes already read: hyper's answers to what it refuses stay what they were.
+//!
+//! Its bounds are the connection's ([`super`]): `header_timeout` from a head's first byte,
+//! `idle_timeout` between requests, the drain; `body_timeout` is the service's. A client that
+//! closes its connection while its request is in flight has its request dropped (as hyper
+//! does without half-close): the request's stream or race ends and says so in its audit
+//! record.
+
+use std::future::{poll_fn, Future};
+use std::io::{self, IoSlice};
+use std::pin::{pin, Pin};
+use std::task::{ready, Context, Poll};
+use std::time::SystemTime;
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use hyper::body::{Body as _, Frame, SizeHint};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::PollSender;
+
+use super::{Ended, Svc, Tracked};
+
+/// The most a request head (request line and fields) may take here; a longer one is hyper's.
+pub(super) const MAX_HEAD: usize = 64 * 1024;
+/// The most fields a request head may have here (hyper's own limit).
+const MAX_FIELDS: usize = 100;
+/// A read is made into the buffer's room when at least this much is left, else into new room
+/// of `READ`.
+const MIN_ROOM: usize = 1024;
+const READ: usize = 8 * 1024;
+
+/// How serving a connection here ended.
+pub(super) enum Outcome {
+    Ended(Ended),
+    /// A request this path does not serve arrived: hyper serves the connection from it on,
+    /// starting with these bytes (read and not yet used).
+    Hyper(TcpStream, Bytes),
+}
+
+/// Serve `tcp` until it closes, a bound ends it, the drain finds it idle, or a request this
+/// path does not serve arrives.
+pub(super) async fn serve(
+    tcp: TcpStream,
+    svc: &Svc,
+    draining: &mut watch::Receiver<bool>,
+) -> Outcome {
+    let state = &svc.conn;
+    let max_body = state.slot.0.max_body;
+    let mut conn = Conn {
+        tcp,
+        buf: BytesMut::new(),
+        head: Vec::new(),
+        fields: Vec::new(),
+    };
+    // Whether the drain began is read from a second receiver (an atomic load); the future
+    // is polled once, for the connection's task to be woken when it begins (a poll takes a
+    // lock: ~200 instructions, four times a request when it was polled at each turn).
+    let begun = draining.clone();
+    let draining_now = || begun.has_changed().unwrap_or(true);
+    let mut drain = pin!(draining.wait_for(|d| *d));
+    let mut woken_by_drain = false;
+    let mut shutting_down = false;
+    let (mut at, _) = state.due();
+    let mut timer = pin!(tokio::time::sleep_until(at));
+    loop {
+        // The next request's head, within `header_timeout` of its first byte (or of the
+        // accept), `idle_timeout` of the last response, or until the drain.
+        let next = poll_fn(|cx| loop {
+            shutting_down = shutting_down || draining_now();
+            if !conn.buf.is_empty() {
+                match parse(&conn.buf, &mut conn.fields, max_body) {
+                    Parse::Partial if conn.buf.len() < MAX_HEAD => {}
+                    Parse::Partial | Parse::Hyper => return Poll::Ready(Next::Hyper),
+                    Parse::Head(head) => return Poll::Ready(Next::Head(head)),
+                }
+            }
+            if shutting_down {
+                return Poll::Ready(Next::End(Ended::Served));
+            }
+            let idle = conn.buf.is_empty();
+            match conn.poll_fill(cx) {
+                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Next::End(Ended::Served)),
+                Poll::Ready(Ok(_)) => {
+                    if idle {
+                        state.head_begins();
+                    }
+                    continue;
+                }
+                Poll::Pending => {}
+            }
+            if !woken_by_drain {
+                woken_by_drain = true;
+                if drain.as_mut().poll(cx).is_ready() {
+                    shutting_down = true;
+                    continue;
+                }
+            }
+            // As in `super::connection`: the timer is moved sooner at once, later only when
+            // it fires early.
+            let (due, ended) = state.due();
+            if due < at {
+                at = due;
+                timer.as_mut().reset(at);
+            }
+            loop {
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) if due > at => {
+                        at = due;
+                        timer.as_mut().reset(at);
+                    }
+                    Poll::Ready(()) => return Poll::Ready(Next::End(ended)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await;
+        let head = match next {
+            Next::Head(head) => head,
+            Next::Hyper => return Outcome::Hyper(conn.tcp, conn.buf.freeze()),
+            Next::End(ended) => return Outcome::Ended(ended),
+        };
+        let Some((request, mut feed)) = conn.request(head) else {
+            return Outcome::Hyper(conn.tcp, conn.buf.freeze());
+        };
+
+        let mut routed = svc.route(request);
+        let answer = poll_fn(|cx| {
+            if let Poll::Ready(Ok(resp)) = Pin::new(&mut routed).poll(cx) {
+                return Poll::Ready(Some(resp));
+            }
+            match conn.poll_watch(cx, &mut feed) {
+                Poll::Ready(()) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        drop(routed);
+        // The client went away: its request is dropped with the future.
+        let Some(resp) = answer else {
+            return Outcome::Ended(Ended::Served);
+        };
+        shutting_down = shutting_down || draining_now();
+        let close = shutting_down;
+        if !conn.respond(resp, close, &mut feed).await || close || feed.left > 0 {
+            let _ = poll_fn(|cx| Pin::new(&mut conn.tcp).poll_shutdown(cx)).await;
+            return Outcome::Ended(Ended::Served);
+        }
+    }
+}
+
+/// What the head phase found.
+enum Next {
+    Head(Head),
+    Hyper,
+    End(Ended),
+}
+
+/// A request head served here: its length, method, target and body length; its fields are in
+/// [`Conn::fields`] (name, and the value's place in the head).
+#[derive(Debug)]
+struct Head {
+    len: usize,
+    method: Method,
+    target: (usize, usize),
+    body: usize,
+}
+
+/// What [`parse`] made of the bytes read.
+#[derive(Debug)]
+enum Parse {
+    Partial,
+    Head(Head),
+    /// hyper's to serve (or to refuse).
+    Hyper,
+}
+
+/// Parse the request head at the start of `buf`: its fields' names into `fields`, each with
+/// its value's place in `buf`.
+fn parse(buf: &[u8], fields: &mut Vec<(HeaderName, usize, usize)>, max_body: usize) -> Parse {
+    // Left uninitialised: the parse writes what it finds (3.2 KB not zeroed per parse).
+    let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Parse::Partial,
+        Err(_) => return Parse::Hyper,
+    };
+    if req.version != Some(1) {
+        return Parse::Hyper;
+    }
+    let method = match req.method.unwrap_or_default() {
+        "POST" => Method::POST,
+        "GET" => Method::GET,
+        "HEAD" | "CONNECT" => return Parse::Hyper,
+        other => match Method::from_bytes(other.as_bytes()) {
+            Ok(method) => method,
+            Err(_) => return Parse::Hyper,
+        },
+    };
+    let target = req.path.unwrap_or_default();
+    if !target.starts_with('/') {
+        return Parse::Hyper;
+    }
+    let base = buf.as_ptr() as usize;
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - base;
+        (start, start + s.len())
+    };
+    fields.clear();
+    let mut body = None;
+    for field in &*req.headers {
+        let name = field.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            match (body, length(field.value)) {
+                (None, Some(n)) if n <= max_body => body = Some(n),
+                _ => return Parse::Hyper,
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"upgrade")
+            || (name.eq_ignore_ascii_case(b"connection")
+                && !field.value.eq_ignore_ascii_case(b"keep-alive"))
+        {
+            return Parse::Hyper;
+        }
+        let Ok(name) = HeaderName::from_bytes(name) else {
+            return Parse::Hyper;
+        };
+        let (start, end) = at(field.value);
+        fields.push((name, start, end));
+    }
+    Parse::Head(Head {
+        len,
+        method,
+        target: at(target.as_bytes()),
+        body: body.unwrap_or(0),
+    })
+}
+
+/// A `content-length` value: digits only, as hyper reads it.
+fn length(value: &[u8]) -> Option<usize> {
+    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    value.iter().try_fold(0usize, |n, d| {
+        n.checked_mul(10)?.checked_add(usize::from(d - b'0'))
+    })
+}
+
+/// One client connection between requests.
+struct Conn {
+    tcp: TcpStream,
+    /// Bytes read and not yet used; its spare room takes the next read.
+    buf: BytesMut,
+    /// The response head being written, kept for its allocation.
+    head: Vec<u8>,
+    /// The fields of the head being parsed, kept for the allocation.
+    fields: Vec<(HeaderName, usize, usize)>,
+}
+
+/// A request body still arriving, fed to the service as it does.
+struct Feed {
+    /// Its bytes not yet read.
+    left: usize,
+    /// `None` once the service dropped the body: the rest is read and dropped.
+    to: Option<PollSender<io::Result<Bytes>>>,
+}
+
+impl Conn {
+    /// Read what the client sent into the buffer: the count read, 0 at its end.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.buf.capacity() - self.buf.len() < MIN_ROOM {
+            self.buf.reserve(READ);
+        }
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.buf)
+    }
+
+    /// The request `head` describes (its bytes taken from the buffer, with its body's when they
+    /// have arrived), and the body still to come. `None` (nothing taken) when its target or a
+    /// field value is not one `http` takes: hyper's to refuse.
+    fn request(&mut self, head: Head) -> Option<(Request<Body>, Feed)> {
+        let bytes = self.buf.split_to(head.len).freeze();
+        let Some((uri, headers)) = uri_and_fields(&mut self.fields, &head, &bytes) else {
+            // Put the head back: hyper reads it from the start (a refusal is rare: httparse
+            // allows in a field value what `http` does, and most targets `Uri` takes).
+            let mut back = BytesMut::with_capacity(bytes.len() + self.buf.len());
+            back.extend_from_slice(&bytes);
+            back.extend_from_slice(&self.buf);
+            self.buf = back;
+            return None;
+        };
+        let arrived = head.body.min(self.buf.len());
+        let (body, feed) = if head.body == 0 {
+            (Body::empty(), None)
+        } else if arrived == head.body {
+            (Body::from(self.buf.split_to(arrived).freeze()), None)
+        } else {
+            let (tx, rx) = mpsc::channel(1);
+            if arrived > 0 {
+                // The channel is empty: room for one.
+                let _ = tx.try_send(Ok(self.buf.split_to(arrived).freeze()));
+            }
+            let fed = Fed {
+                rx,
+                left: head.body as u64,
+            };
+            (Body::new(fed), Some(PollSender::new(tx)))
+        };
+        let feed = Feed {
+            left: head.body - arrived,
+            to: feed,
+        };
+        let mut request = Request::new(body);
+        *request.method_mut() = head.method;
+        *request.uri_mut() = uri;
+        *request.version_mut() = Version::HTTP_11;
+        *request.headers_mut() = headers;
+        Some((request, feed))
+    }
+
+    /// While a request is in flight: feed its body to the service as it arrives, then watch
+    /// for the client's close (reading what it sends next, up to a head's worth). Ready when the
+    /// client closed or its connection failed.
+    fn poll_watch(&mut self, cx: &mut Context<'_>, feed: &mut Feed) -> Poll<()> {
+        loop {
+            if feed.left > 0 {
+                if let Some(to) = &mut feed.to {
+                    match to.poll_reserve(cx) {
+                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Err(_)) => {
+                            feed.to = None;
+                            continue;
+                        }
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                if self.buf.is_empty() {
+                    let error = match ready!(self.poll_fill(cx)) {
+                        Ok(0) => io::Error::from(io::ErrorKind::UnexpectedEof),
+                        Ok(_) => continue,
+                        Err(e) => e,
+                    };
+                    if let Some(to) = &mut feed.to {
+                        let _ = to.send_item(Err(error));
+                    }
+                    return Poll::Ready(());
+                }
+                let n = feed.left.min(self.buf.len());
+                let chunk = self.buf.split_to(n).freeze();
+                feed.left -= n;
+                if let Some(to) = &mut feed.to {
+                    let _ = to.send_item(Ok(chunk));
+                }
+                if feed.left == 0 {
+                    feed.to = None; // the body's end
+                }
+                continue;
+            }
+            if self.buf.len() >= MAX_HEAD {
+                return Poll::Pending;
+            }
+            match ready!(self.poll_fill(cx)) {
+                Ok(0) | Err(_) => return Poll::Ready(()),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Write `resp` (with `connection: close` when `close`), watching for the client's close
+    /// meanwhile; whether it was written whole.
+    async fn respond(
+        &mut self,
+        resp: http::Response<Tracked>,
+        close: bool,
+        feed: &mut Feed,
+    ) -> bool {
+        let (parts, mut body) = resp.into_parts();
+        let bodiless = parts.status.is_informational()
+            || parts.status == StatusCode::NO_CONTENT
+            || parts.status == StatusCode::NOT_MODIFIED;
+        let length = body.size_hint().exact();
+        let chunked = !bodiless && length.is_none();
+        // What a body framed by its length has still to send: more is cut, less closes the
+        // connection (the client sees a body cut short, as hyper's would).
+        let mut owed = length.unwrap_or(0);
+        encode_head(
+            &mut self.head,
+            &parts,
+            bodiless,
+            length,
+            close || feed.left > 0,
+        );
+        loop {
+            let now = poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await;
+            let frame = match now {
+                Poll::Ready(frame) => frame,
+                Poll::Pending => {
+                    // Nothing ready: the head goes out now (if it has not), then the next
+                    // frame is awaited.
+                    if !self.head.is_empty() && self.write(&[]).await.is_err() {
+                        return false;
+                    }
+                    let next = poll_fn(|cx| {
+                        if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
+                            return Poll::Ready(Some(frame));
+                        }
+                        match self.poll_watch(cx, feed) {
+                            Poll::Ready(()) => Poll::Ready(None),
+                            Poll::Pending => Poll::Pending,
+                        }
+                    })
+                    .await;
+                    match next {
+                        Some(frame) => frame,
+                        None => return false, // the client went away
+                    }
+                }
+            };
+            // The head, until it is written, goes out with what comes next.
+            let data = match frame {
+                None => {
+                    let end: &[u8] = if chunked { b"0\r\n\r\n" } else { b"" };
+                    return self.write(&[end]).await.is_ok() && (chunked || bodiless || owed == 0);
+                }
+                Some(Err(_)) => return false, // the body failed: the response is cut short
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue, // trailers: not sent
+                },
+            };
+            if bodiless || data.is_empty() {
+                if !self.head.is_empty() && self.write(&[]).await.is_err() {
+                    return false;
+                }
+                continue;
+            }
+            let wrote = if chunked {
+                let mut size = [0u8; 18];
+                let size = chunk_size(&mut size, data.len());
+                self.write(&[size, &data, b"\r\n"]).await
+            } else {
+                let n = usize::try_from(owed).unwrap_or(usize::MAX).min(data.len());
+                owed -= n as u64;
+                self.write(&[&data[..n]]).await.and(if n < data.len() {
+                    Err(io::ErrorKind::InvalidData.into())
+                } else {
+                    Ok(())
+                })
+            };
+            if wrote.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Write the encoded head (emptied once written) and then `parts`, in one system call when
+    /// they fit the socket.
+    async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        let mut done = 0; // bytes written of the head and parts together
+        let total = self.head.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let head = std::mem::take(&mut self.head);
+        let wrote = poll_fn(|cx| {
+            while done < total {
+                let mut bufs = [IoSlice::new(&[]); 4];
+                let mut skip = done;
+                let mut n = 0;
+                for part in std::iter::once(&head[..]).chain(parts.iter().copied()) {
+                    if skip >= part.len() {
+                        skip -= part.len();
+                        continue;
+                    }
+                    bufs[n] = IoSlice::new(&part[skip..]);
+                    skip = 0;
+                    n += 1;
+                }
+                match ready!(Pin::new(&mut self.tcp).poll_write_vectored(cx, &bufs[..n])) {
+                    Ok(0) => return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero))),
+                    Ok(wrote) => done += wrote,
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+            Poll::Ready(Ok(()))
+        })
+        .await;
+        self.head = head;
+        self.head.clear();
+        wrote
+    }
+}
+
+/// The target and fields of the head in `bytes` as `http` has them (sharing `bytes`, no
+/// copy), if it takes them.
+fn uri_and_fields(
+    fields: &mut Vec<(HeaderName, usize, usize)>,
+    head: &Head,
+    bytes: &Bytes,
+) -> Option<(Uri, HeaderMap)> {
+    let uri = Uri::from_maybe_shared(bytes.slice(head.target.0..head.target.1)).ok()?;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for (name, start, end) in fields.drain(..) {
+        headers.append(
+            name,
+            HeaderValue::from_maybe_shared(bytes.slice(start..end)).ok()?,
+        );
+    }
+    Some((uri, headers))
+}
+
+/// `size\r\n` of a chunk, in hex.
+fn chunk_size(out: &mut [u8; 18], mut n: usize) -> &[u8] {
+    let mut at = 16;
+    out[16] = b'\r';
+    out[17] = b'\n';
+    loop {
+        at -= 1;
+        out[at] = b"0123456789abcdef"[n & 0xf];
+        n >>= 4;
+        if n == 0 {
+            return &out[at..];
+        }
+    }
+}
+
+/// The status line and fields of a response, with its framing (`content-length` of `length`,
+/// else chunked) and `date` unless it has its own.
+fn encode_head(
+    head: &mut Vec<u8>,
+    parts: &http::response::Parts,
+    bodiless: bool,
+    length: Option<u64>,
+    close: bool,
+) {
+    head.clear();
+    if parts.status == StatusCode::OK {
+        head.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+    } else {
+        head.extend_from_slice(b"HTTP/1.1 ");
+        head.extend_from_slice(parts.status.as_str().as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    let mut dated = false;
+    for (name, value) in &parts.headers {
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION {
+            continue; // the framing and the connection are ours to say
+        }
+        dated |= name == DATE;
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    if !dated {
+        date(head);
+    }
+    if !bodiless {
+        match length {
+            Some(n) => {
+                head.extend_from_slice(b"content-length: ");
+                head.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+            None => head.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        }
+    }
+    if close {
+        head.extend_from_slice(b"connection: close\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+}
+
+/// `date: ...\r\n` onto a head: the current second's, formatted once per second per thread.
+fn date(head: &mut Vec<u8>) {
+    thread_local! {
+        static DATE: std::cell::RefCell<(u64, String)> = const {
+            std::cell::RefCell::new((0, String::new()))
+        };
+    }
+    let now = SystemTime::now();
+    let second = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    DATE.with_borrow_mut(|(at, text)| {
+        if *at != second || text.is_empty() {
+            *at = second;
+            *text = httpdate::fmt_http_date(now);
+        }
+        head.extend_from_slice(b"date: ");
+        head.extend_from_slice(text.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    });
+}
+
+/// A request body fed by the connection's task as it arrives.
+struct Fed {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    /// Its bytes not yet received.
+    left: u64,
+}
+
+impl hyper::body::Body for Fed {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match ready!(self.rx.poll_recv(cx)) {
+            Some(Ok(data)) => {
+                self.left -= data.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None if self.left > 0 => Poll::Ready(Some(Err(io::ErrorKind::UnexpectedEof.into()))),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
+/// Fuzzing (`fuzz/fuzz_targets/h1_request.rs`): any bytes as what a client sends first. A
+/// head served here reads as httparse reads it (method, target, each field's name and value,
+/// in order) and as `http` takes it, every shorter prefix of it is partial, and a body over
+/// `max_body` is never served here.
+#[cfg(fuzzing)]
+pub fn fuzz_request(data: &[u8]) {
+    const MAX_BODY: usize = 1000;
+    let mut fields = Vec::new();
+    let head = match parse(data, &mut fields, MAX_BODY) {
+        Parse::Head(head) => head,
+        Parse::Partial | Parse::Hyper => return,
+    };
+    assert!(head.body <= MAX_BODY);
+    for cut in [0, 1, head.len / 2, head.len - 1] {
+        let short = parse(&data[..cut], &mut Vec::new(), MAX_BODY);
+        assert!(
+            matches!(short, Parse::Partial),
+            "{cut} of {}: {short:?}",
+            head.len
+        );
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut slots);
+    assert_eq!(
+        req.parse(data).ok(),
+        Some(httparse::Status::Complete(head.len))
+    );
+    assert_eq!(req.method, Some(head.method.as_str()));
+    let bytes = Bytes::copy_from_slice(&data[..head.len]);
+    let Some((uri, map)) = uri_and_fields(&mut fields, &head, &bytes) else {
+        return; // hyper's to refuse
+    };
+    assert_eq!(uri.path_and_query().map(|p| p.as_str()), req.path);
+    let mut ours = map.iter();
+    for field in &*req.headers {
+        let (name, value) = ours.next().expect("as many fields");
+        assert!(name.as_str().eq_ignore_ascii_case(field.name));
+        assert_eq!(value.as_bytes(), field.value);
+    }
+    assert!(ours.next().is_none());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(head: &str) -> Parse {
+        parse(head.as_bytes(), &mut Vec::new(), 1000)
+    }
+
+    #[test]
+    fn a_plain_request_is_served_here() {
+        let head = "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\
+                    X-Stainless-Lang: js\r\n\r\n{\"model\":12}";
+        let mut fields = Vec::new();
+        let Parse::Head(h) = parse(head.as_bytes(), &mut fields, 1000) else {
+            panic!("not served here");
+        };
+        assert_eq!(h.len, head.len() - 12);
+        assert_eq!(h.method, Method::POST);
+        assert_eq!(&head[h.target.0..h.target.1], "/v1/chat/completions?x=1");
+        assert_eq!(h.body, 12);
+        let fields: Vec<_> = fields
+            .iter()
+            .map(|(n, s, e)| (n.as_str(), &head[*s..*e]))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("host", "a"),
+                ("content-length", "12"),
+                ("x-stainless-lang", "js")
+            ]
+        );
+        assert!(matches!(parsed("GET /healthz HTTP/1.1\r\n\r\n"), Parse::Head(h) if h.body == 0));
+        assert!(matches!(
+            parsed("GET / HTTP/1.1\r\nConnection: Keep-Alive\r\n\r\n"),
+            Parse::Head(_)
+        ));
+    }
+
+    #[test]
+    fn a_head_not_yet_whole_is_partial() {
+        assert!(matches!(
+            parsed("POST /v1/messages HTTP/1.1\r\nHost"),
+            Parse::Partial
+        ));
+        assert!(matches!(parsed("P"), Parse::Partial));
+    }
+
+    #[test]
+    fn what_this_path_does_not_serve_is_hyper_s() {
+        for head in [
+            "GET / HTTP/1.0\r\n\r\n",
+            "HEAD /healthz HTTP/1.1\r\n\r\n",
+            "CONNECT a:443 HTTP/1.1\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+            "GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
+            "GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "\x16\x03\x01\x02\x00\x01",
+        ] {
+            assert!(matches!(parsed(head), Parse::Hyper), "{head:?}");
+        }
+    }
+
+    #[test]
+    fn chunk_sizes_are_hex() {
+        let mut out = [0; 18];
+        assert_eq!(chunk_size(&mut out, 0), b"0\r\n");
+        assert_eq!(chunk_size(&mut out, 255), b"ff\r\n");
+        assert_eq!(chunk_size(&mut out, 0x1_0000), b"10000\r\n");
+        assert_eq!(chunk_size(&mut out, usize::MAX), b"ffffffffffffffff\r\n");
+    }
+
+    #[test]
+    fn a_head_says_its_framing_and_a_date_once() {
+        let mut resp = http::Response::new(());
+        resp.headers_mut()
+            .insert("content-length", HeaderValue::from_static("999"));
+        resp.headers_mut()
+            .insert("x-a", HeaderValue::from_static("b"));
+        let (parts, ()) = resp.into_parts();
+        let mut head = Vec::new();
+        encode_head(&mut head, &parts, false, Some(5), false);
+        let text = String::from_utf8(head.clone()).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK\r\nx-a: b\r\ndate: "),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(" GMT\r\ncontent-length: 5\r\n\r\n"),
+            "{text}"
+        );
+        encode_head(&mut head, &parts, false, None, true);
+        let text = String::from_utf8(head.clone()).unwrap();
+        assert!(
+            text.ends_with("transfer-encoding: chunked\r\nconnection: close\r\n\r\n"),
+            "{text}"
+        );
+
+        let mut resp = http::Response::new(());
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+        resp.headers_mut()
+            .insert("date", HeaderValue::from_static("then"));
+        let (parts, ()) = resp.into_parts();
+        encode_head(&mut head, &parts, true, Some(0), false);
+        assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
+    }
+}
