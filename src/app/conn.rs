@@ -290,26 +290,7 @@ async fn connection(
         if state.busy.load(Ordering::Acquire) > 0 {
             return Poll::Pending; // a request is in flight: its own timeouts bound it
         }
-        // The phase may have changed while the connection ran: the deadline with it. Each
-        // request ends later than the last, so on a busy connection the deadline only moves
-        // later: the timer is moved when it fires early rather than after every request (a
-        // removal from the timer wheel and an insertion each). A head begun on an idle
-        // connection may be due sooner: then it is moved at once.
-        let (due, ended) = state.due();
-        if due < at {
-            at = due;
-            timer.as_mut().reset(at);
-        }
-        loop {
-            match timer.as_mut().poll(cx) {
-                Poll::Ready(()) if due > at => {
-                    at = due;
-                    timer.as_mut().reset(at);
-                }
-                Poll::Ready(()) => return Poll::Ready(ended),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
+        state.poll_due(timer.as_mut(), &mut at, cx)
     })
     .await;
     let counters = &state.slot.0.counters;
@@ -375,6 +356,36 @@ impl ConnState {
         if self.busy.load(Ordering::Acquire) == 0 && !self.reading_head.load(Ordering::Acquire) {
             self.mark();
             self.reading_head.store(true, Ordering::Release);
+        }
+    }
+
+    /// Ready with why when the connection is due to close (`timer` set for `at`, moved).
+    ///
+    /// The phase may have changed while the connection ran: the deadline with it. Each request
+    /// ends later than the last, so on a busy connection the deadline only moves later: the
+    /// timer is moved when it fires early rather than after every request (a removal from the
+    /// timer wheel and an insertion each). A head begun on an idle connection may be due
+    /// sooner: then it is moved at once.
+    fn poll_due(
+        &self,
+        mut timer: Pin<&mut tokio::time::Sleep>,
+        at: &mut Instant,
+        cx: &mut Context<'_>,
+    ) -> Poll<Ended> {
+        let (due, ended) = self.due();
+        if due < *at {
+            *at = due;
+            timer.as_mut().reset(due);
+        }
+        loop {
+            match timer.as_mut().poll(cx) {
+                Poll::Ready(()) if due > *at => {
+                    *at = due;
+                    timer.as_mut().reset(due);
+                }
+                Poll::Ready(()) => return Poll::Ready(ended),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 

@@ -115,23 +115,7 @@ pub(super) async fn serve(
                     continue;
                 }
             }
-            // As in `super::connection`: the timer is moved sooner at once, later only when
-            // it fires early.
-            let (due, ended) = state.due();
-            if due < at {
-                at = due;
-                timer.as_mut().reset(at);
-            }
-            loop {
-                match timer.as_mut().poll(cx) {
-                    Poll::Ready(()) if due > at => {
-                        at = due;
-                        timer.as_mut().reset(at);
-                    }
-                    Poll::Ready(()) => return Poll::Ready(Turn::End(ended)),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
+            return state.poll_due(timer.as_mut(), &mut at, cx).map(Turn::End);
         })
         .await;
         let head = match next {
