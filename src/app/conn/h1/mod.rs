@@ -26,12 +26,10 @@ use std::future::{poll_fn, Future};
 use std::io::{self, IoSlice};
 use std::pin::{pin, Pin};
 use std::task::{ready, Context, Poll};
-use std::time::SystemTime;
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, Version};
+use http::{HeaderName, Request, StatusCode, Version};
 use hyper::body::{Body as _, Frame, SizeHint};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
@@ -39,6 +37,16 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::PollSender;
 
 use super::{Ended, Svc, Tracked};
+
+mod request;
+mod response;
+#[cfg(test)]
+mod tests;
+
+#[cfg(fuzzing)]
+pub use self::request::fuzz_request;
+use self::request::{parse, uri_and_fields, Head, Parse};
+use self::response::{chunk_size, encode_head};
 
 /// The most a request head (request line and fields) may take here; a longer one is hyper's.
 pub(super) const MAX_HEAD: usize = 64 * 1024;
@@ -166,98 +174,6 @@ enum Next {
     Head,
     /// The client closed its connection.
     Gone,
-}
-
-/// A request head served here: its length, method, target and body length; its fields are in
-/// [`Conn::fields`] (name, and the value's place in the head).
-#[derive(Debug)]
-struct Head {
-    len: usize,
-    method: Method,
-    target: (usize, usize),
-    body: usize,
-}
-
-/// What [`parse`] made of the bytes read.
-#[derive(Debug)]
-enum Parse {
-    Partial,
-    Head(Head),
-    /// hyper's to serve (or to refuse).
-    Hyper,
-}
-
-/// Parse the request head at the start of `buf`: its fields' names into `fields`, each with
-/// its value's place in `buf`.
-fn parse(buf: &[u8], fields: &mut Vec<(HeaderName, usize, usize)>, max_body: usize) -> Parse {
-    // Left uninitialised: the parse writes what it finds (3.2 KB not zeroed per parse).
-    let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
-    let mut req = httparse::Request::new(&mut []);
-    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Parse::Partial,
-        Err(_) => return Parse::Hyper,
-    };
-    if req.version != Some(1) {
-        return Parse::Hyper;
-    }
-    let method = match req.method.unwrap_or_default() {
-        "POST" => Method::POST,
-        "GET" => Method::GET,
-        "HEAD" | "CONNECT" => return Parse::Hyper,
-        other => match Method::from_bytes(other.as_bytes()) {
-            Ok(method) => method,
-            Err(_) => return Parse::Hyper,
-        },
-    };
-    let target = req.path.unwrap_or_default();
-    if !target.starts_with('/') {
-        return Parse::Hyper;
-    }
-    let base = buf.as_ptr() as usize;
-    let at = |s: &[u8]| {
-        let start = s.as_ptr() as usize - base;
-        (start, start + s.len())
-    };
-    fields.clear();
-    let mut body = None;
-    for field in &*req.headers {
-        let name = field.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
-            match (body, length(field.value)) {
-                (None, Some(n)) if n <= max_body => body = Some(n),
-                _ => return Parse::Hyper,
-            }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-            || (name.eq_ignore_ascii_case(b"connection")
-                && !field.value.eq_ignore_ascii_case(b"keep-alive"))
-        {
-            return Parse::Hyper;
-        }
-        let Ok(name) = HeaderName::from_bytes(name) else {
-            return Parse::Hyper;
-        };
-        let (start, end) = at(field.value);
-        fields.push((name, start, end));
-    }
-    Parse::Head(Head {
-        len,
-        method,
-        target: at(target.as_bytes()),
-        body: body.unwrap_or(0),
-    })
-}
-
-/// A `content-length` value: digits only, as hyper reads it.
-fn length(value: &[u8]) -> Option<usize> {
-    if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    value.iter().try_fold(0usize, |n, d| {
-        n.checked_mul(10)?.checked_add(usize::from(d - b'0'))
-    })
 }
 
 /// One client connection between requests.
@@ -500,110 +416,6 @@ impl Conn {
     }
 }
 
-/// The target and fields of the head in `bytes` as `http` has them (sharing `bytes`, no
-/// copy), if it takes them.
-fn uri_and_fields(
-    fields: &mut Vec<(HeaderName, usize, usize)>,
-    head: &Head,
-    bytes: &Bytes,
-) -> Option<(Uri, HeaderMap)> {
-    let uri = Uri::from_maybe_shared(bytes.slice(head.target.0..head.target.1)).ok()?;
-    let mut headers = HeaderMap::with_capacity(fields.len());
-    for (name, start, end) in fields.drain(..) {
-        headers.append(
-            name,
-            HeaderValue::from_maybe_shared(bytes.slice(start..end)).ok()?,
-        );
-    }
-    Some((uri, headers))
-}
-
-/// `size\r\n` of a chunk, in hex.
-fn chunk_size(out: &mut [u8; 18], mut n: usize) -> &[u8] {
-    let mut at = 16;
-    out[16] = b'\r';
-    out[17] = b'\n';
-    loop {
-        at -= 1;
-        out[at] = b"0123456789abcdef"[n & 0xf];
-        n >>= 4;
-        if n == 0 {
-            return &out[at..];
-        }
-    }
-}
-
-/// The status line and fields of a response, with its framing (`content-length` of `length`,
-/// else chunked) and `date` unless it has its own.
-fn encode_head(
-    head: &mut Vec<u8>,
-    parts: &http::response::Parts,
-    bodiless: bool,
-    length: Option<u64>,
-    close: bool,
-) {
-    head.clear();
-    if parts.status == StatusCode::OK {
-        head.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
-    } else {
-        head.extend_from_slice(b"HTTP/1.1 ");
-        head.extend_from_slice(parts.status.as_str().as_bytes());
-        head.push(b' ');
-        head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    let mut dated = false;
-    for (name, value) in &parts.headers {
-        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION {
-            continue; // the framing and the connection are ours to say
-        }
-        dated |= name == DATE;
-        head.extend_from_slice(name.as_str().as_bytes());
-        head.extend_from_slice(b": ");
-        head.extend_from_slice(value.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    }
-    if !dated {
-        date(head);
-    }
-    if !bodiless {
-        match length {
-            Some(n) => {
-                head.extend_from_slice(b"content-length: ");
-                head.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-                head.extend_from_slice(b"\r\n");
-            }
-            None => head.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        }
-    }
-    if close {
-        head.extend_from_slice(b"connection: close\r\n");
-    }
-    head.extend_from_slice(b"\r\n");
-}
-
-/// `date: ...\r\n` onto a head: the current second's, formatted once per second per thread.
-fn date(head: &mut Vec<u8>) {
-    thread_local! {
-        static DATE: std::cell::RefCell<(u64, String)> = const {
-            std::cell::RefCell::new((0, String::new()))
-        };
-    }
-    let now = SystemTime::now();
-    let second = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    DATE.with_borrow_mut(|(at, text)| {
-        if *at != second || text.is_empty() {
-            *at = second;
-            *text = httpdate::fmt_http_date(now);
-        }
-        head.extend_from_slice(b"date: ");
-        head.extend_from_slice(text.as_bytes());
-        head.extend_from_slice(b"\r\n");
-    });
-}
-
 /// A request body fed by the connection's task as it arrives.
 struct Fed {
     rx: mpsc::Receiver<io::Result<Bytes>>,
@@ -636,171 +448,5 @@ impl hyper::body::Body for Fed {
 
     fn size_hint(&self) -> SizeHint {
         SizeHint::with_exact(self.left)
-    }
-}
-
-/// Fuzzing (`fuzz/fuzz_targets/h1_request.rs`): any bytes as what a client sends first. A
-/// head served here reads as httparse reads it (method, target less a fragment, each field's
-/// name and values in order) and as `http` takes it, every shorter prefix of it is partial, and a body over
-/// `max_body` is never served here.
-#[cfg(fuzzing)]
-pub fn fuzz_request(data: &[u8]) {
-    const MAX_BODY: usize = 1000;
-    let mut fields = Vec::new();
-    let head = match parse(data, &mut fields, MAX_BODY) {
-        Parse::Head(head) => head,
-        Parse::Partial | Parse::Hyper => return,
-    };
-    assert!(head.body <= MAX_BODY);
-    for cut in [0, 1, head.len / 2, head.len - 1] {
-        let short = parse(&data[..cut], &mut Vec::new(), MAX_BODY);
-        assert!(
-            matches!(short, Parse::Partial),
-            "{cut} of {}: {short:?}",
-            head.len
-        );
-    }
-    let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut req = httparse::Request::new(&mut slots);
-    assert_eq!(
-        req.parse(data).ok(),
-        Some(httparse::Status::Complete(head.len))
-    );
-    assert_eq!(req.method, Some(head.method.as_str()));
-    let bytes = Bytes::copy_from_slice(&data[..head.len]);
-    let Some((uri, map)) = uri_and_fields(&mut fields, &head, &bytes) else {
-        return; // hyper's to refuse
-    };
-    // `http` drops a fragment, as it does under hyper.
-    let target = req.path.map(|p| p.split('#').next().unwrap_or(p));
-    assert_eq!(uri.path_and_query().map(|p| p.as_str()), target);
-    // A `HeaderMap` keeps the order of each name's values, not of the names.
-    let mut theirs: Vec<(String, &[u8])> = req
-        .headers
-        .iter()
-        .map(|f| (f.name.to_ascii_lowercase(), f.value))
-        .collect();
-    let mut ours: Vec<(String, &[u8])> = map
-        .iter()
-        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes()))
-        .collect();
-    theirs.sort_by(|a, b| a.0.cmp(&b.0));
-    ours.sort_by(|a, b| a.0.cmp(&b.0));
-    assert_eq!(ours, theirs);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parsed(head: &str) -> Parse {
-        parse(head.as_bytes(), &mut Vec::new(), 1000)
-    }
-
-    #[test]
-    fn a_plain_request_is_served_here() {
-        let head = "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\
-                    X-Stainless-Lang: js\r\n\r\n{\"model\":12}";
-        let mut fields = Vec::new();
-        let Parse::Head(h) = parse(head.as_bytes(), &mut fields, 1000) else {
-            panic!("not served here");
-        };
-        assert_eq!(h.len, head.len() - 12);
-        assert_eq!(h.method, Method::POST);
-        assert_eq!(&head[h.target.0..h.target.1], "/v1/chat/completions?x=1");
-        assert_eq!(h.body, 12);
-        let fields: Vec<_> = fields
-            .iter()
-            .map(|(n, s, e)| (n.as_str(), &head[*s..*e]))
-            .collect();
-        assert_eq!(
-            fields,
-            [
-                ("host", "a"),
-                ("content-length", "12"),
-                ("x-stainless-lang", "js")
-            ]
-        );
-        assert!(matches!(parsed("GET /healthz HTTP/1.1\r\n\r\n"), Parse::Head(h) if h.body == 0));
-        assert!(matches!(
-            parsed("GET / HTTP/1.1\r\nConnection: Keep-Alive\r\n\r\n"),
-            Parse::Head(_)
-        ));
-    }
-
-    #[test]
-    fn a_head_not_yet_whole_is_partial() {
-        assert!(matches!(
-            parsed("POST /v1/messages HTTP/1.1\r\nHost"),
-            Parse::Partial
-        ));
-        assert!(matches!(parsed("P"), Parse::Partial));
-    }
-
-    #[test]
-    fn what_this_path_does_not_serve_is_hyper_s() {
-        for head in [
-            "GET / HTTP/1.0\r\n\r\n",
-            "HEAD /healthz HTTP/1.1\r\n\r\n",
-            "CONNECT a:443 HTTP/1.1\r\n\r\n",
-            "GET http://a/ HTTP/1.1\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
-            "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
-            "GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
-            "GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
-            "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-            "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
-            "\x16\x03\x01\x02\x00\x01",
-        ] {
-            assert!(matches!(parsed(head), Parse::Hyper), "{head:?}");
-        }
-    }
-
-    #[test]
-    fn chunk_sizes_are_hex() {
-        let mut out = [0; 18];
-        assert_eq!(chunk_size(&mut out, 0), b"0\r\n");
-        assert_eq!(chunk_size(&mut out, 255), b"ff\r\n");
-        assert_eq!(chunk_size(&mut out, 0x1_0000), b"10000\r\n");
-        assert_eq!(chunk_size(&mut out, usize::MAX), b"ffffffffffffffff\r\n");
-    }
-
-    #[test]
-    fn a_head_says_its_framing_and_a_date_once() {
-        let mut resp = http::Response::new(());
-        resp.headers_mut()
-            .insert("content-length", HeaderValue::from_static("999"));
-        resp.headers_mut()
-            .insert("x-a", HeaderValue::from_static("b"));
-        let (parts, ()) = resp.into_parts();
-        let mut head = Vec::new();
-        encode_head(&mut head, &parts, false, Some(5), false);
-        let text = String::from_utf8(head.clone()).unwrap();
-        assert!(
-            text.starts_with("HTTP/1.1 200 OK\r\nx-a: b\r\ndate: "),
-            "{text}"
-        );
-        assert!(
-            text.ends_with(" GMT\r\ncontent-length: 5\r\n\r\n"),
-            "{text}"
-        );
-        encode_head(&mut head, &parts, false, None, true);
-        let text = String::from_utf8(head.clone()).unwrap();
-        assert!(
-            text.ends_with("transfer-encoding: chunked\r\nconnection: close\r\n\r\n"),
-            "{text}"
-        );
-
-        let mut resp = http::Response::new(());
-        *resp.status_mut() = StatusCode::NO_CONTENT;
-        resp.headers_mut()
-            .insert("date", HeaderValue::from_static("then"));
-        let (parts, ()) = resp.into_parts();
-        encode_head(&mut head, &parts, true, Some(0), false);
-        assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
     }
 }

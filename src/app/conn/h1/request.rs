@@ -1,0 +1,163 @@
+//! Reading a request head: what [`super`] serves itself, and the `http::Request` parts of it.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+
+use super::MAX_FIELDS;
+use crate::wire::scan::whole_number;
+
+/// A request head served here: its length, method, target and body length; its fields are in
+/// [`Conn::fields`] (name, and the value's place in the head).
+#[derive(Debug)]
+pub(super) struct Head {
+    pub(super) len: usize,
+    pub(super) method: Method,
+    pub(super) target: (usize, usize),
+    pub(super) body: usize,
+}
+
+/// What [`parse`] made of the bytes read.
+#[derive(Debug)]
+pub(super) enum Parse {
+    Partial,
+    Head(Head),
+    /// hyper's to serve (or to refuse).
+    Hyper,
+}
+
+/// Parse the request head at the start of `buf`: its fields' names into `fields`, each with
+/// its value's place in `buf`.
+pub(super) fn parse(
+    buf: &[u8],
+    fields: &mut Vec<(HeaderName, usize, usize)>,
+    max_body: usize,
+) -> Parse {
+    // Left uninitialised: the parse writes what it finds (3.2 KB not zeroed per parse).
+    let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut slots) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Parse::Partial,
+        Err(_) => return Parse::Hyper,
+    };
+    if req.version != Some(1) {
+        return Parse::Hyper;
+    }
+    let method = match req.method.unwrap_or_default() {
+        "POST" => Method::POST,
+        "GET" => Method::GET,
+        "HEAD" | "CONNECT" => return Parse::Hyper,
+        other => match Method::from_bytes(other.as_bytes()) {
+            Ok(method) => method,
+            Err(_) => return Parse::Hyper,
+        },
+    };
+    let target = req.path.unwrap_or_default();
+    if !target.starts_with('/') {
+        return Parse::Hyper;
+    }
+    let base = buf.as_ptr() as usize;
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - base;
+        (start, start + s.len())
+    };
+    fields.clear();
+    let mut body = None;
+    for field in &*req.headers {
+        let name = field.name.as_bytes();
+        if name.eq_ignore_ascii_case(b"content-length") {
+            // Digits only, as hyper reads it.
+            let length = whole_number(field.value).and_then(|n| usize::try_from(n).ok());
+            match (body, length) {
+                (None, Some(n)) if n <= max_body => body = Some(n),
+                _ => return Parse::Hyper,
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"upgrade")
+            || (name.eq_ignore_ascii_case(b"connection")
+                && !field.value.eq_ignore_ascii_case(b"keep-alive"))
+        {
+            return Parse::Hyper;
+        }
+        let Ok(name) = HeaderName::from_bytes(name) else {
+            return Parse::Hyper;
+        };
+        let (start, end) = at(field.value);
+        fields.push((name, start, end));
+    }
+    Parse::Head(Head {
+        len,
+        method,
+        target: at(target.as_bytes()),
+        body: body.unwrap_or(0),
+    })
+}
+
+/// The target and fields of the head in `bytes` as `http` has them (sharing `bytes`, no
+/// copy), if it takes them.
+pub(super) fn uri_and_fields(
+    fields: &mut Vec<(HeaderName, usize, usize)>,
+    head: &Head,
+    bytes: &Bytes,
+) -> Option<(Uri, HeaderMap)> {
+    let uri = Uri::from_maybe_shared(bytes.slice(head.target.0..head.target.1)).ok()?;
+    let mut headers = HeaderMap::with_capacity(fields.len());
+    for (name, start, end) in fields.drain(..) {
+        headers.append(
+            name,
+            HeaderValue::from_maybe_shared(bytes.slice(start..end)).ok()?,
+        );
+    }
+    Some((uri, headers))
+}
+
+/// Fuzzing (`fuzz/fuzz_targets/h1_request.rs`): any bytes as what a client sends first. A
+/// head served here reads as httparse reads it (method, target less a fragment, each field's
+/// name and values in order) and as `http` takes it, every shorter prefix of it is partial,
+/// and a body over `max_body` is never served here.
+#[cfg(fuzzing)]
+pub fn fuzz_request(data: &[u8]) {
+    const MAX_BODY: usize = 1000;
+    let mut fields = Vec::new();
+    let head = match parse(data, &mut fields, MAX_BODY) {
+        Parse::Head(head) => head,
+        Parse::Partial | Parse::Hyper => return,
+    };
+    assert!(head.body <= MAX_BODY);
+    for cut in [0, 1, head.len / 2, head.len - 1] {
+        let short = parse(&data[..cut], &mut Vec::new(), MAX_BODY);
+        assert!(
+            matches!(short, Parse::Partial),
+            "{cut} of {}: {short:?}",
+            head.len
+        );
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut slots);
+    assert_eq!(
+        req.parse(data).ok(),
+        Some(httparse::Status::Complete(head.len))
+    );
+    assert_eq!(req.method, Some(head.method.as_str()));
+    let bytes = Bytes::copy_from_slice(&data[..head.len]);
+    let Some((uri, map)) = uri_and_fields(&mut fields, &head, &bytes) else {
+        return; // hyper's to refuse
+    };
+    // `http` drops a fragment, as it does under hyper.
+    let target = req.path.map(|p| p.split('#').next().unwrap_or(p));
+    assert_eq!(uri.path_and_query().map(|p| p.as_str()), target);
+    // A `HeaderMap` keeps the order of each name's values, not of the names.
+    let mut theirs: Vec<(String, &[u8])> = req
+        .headers
+        .iter()
+        .map(|f| (f.name.to_ascii_lowercase(), f.value))
+        .collect();
+    let mut ours: Vec<(String, &[u8])> = map
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes()))
+        .collect();
+    theirs.sort_by(|a, b| a.0.cmp(&b.0));
+    ours.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(ours, theirs);
+}

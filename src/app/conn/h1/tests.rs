@@ -1,0 +1,116 @@
+//! Unit tests of the request head's reading and the response head's writing.
+
+use http::{HeaderValue, Method, StatusCode};
+
+use super::*;
+
+fn parsed(head: &str) -> Parse {
+    parse(head.as_bytes(), &mut Vec::new(), 1000)
+}
+
+#[test]
+fn a_plain_request_is_served_here() {
+    let head = "POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 12\r\n\
+                X-Stainless-Lang: js\r\n\r\n{\"model\":12}";
+    let mut fields = Vec::new();
+    let Parse::Head(h) = parse(head.as_bytes(), &mut fields, 1000) else {
+        panic!("not served here");
+    };
+    assert_eq!(h.len, head.len() - 12);
+    assert_eq!(h.method, Method::POST);
+    assert_eq!(&head[h.target.0..h.target.1], "/v1/chat/completions?x=1");
+    assert_eq!(h.body, 12);
+    let fields: Vec<_> = fields
+        .iter()
+        .map(|(n, s, e)| (n.as_str(), &head[*s..*e]))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("host", "a"),
+            ("content-length", "12"),
+            ("x-stainless-lang", "js")
+        ]
+    );
+    assert!(matches!(parsed("GET /healthz HTTP/1.1\r\n\r\n"), Parse::Head(h) if h.body == 0));
+    assert!(matches!(
+        parsed("GET / HTTP/1.1\r\nConnection: Keep-Alive\r\n\r\n"),
+        Parse::Head(_)
+    ));
+}
+
+#[test]
+fn a_head_not_yet_whole_is_partial() {
+    assert!(matches!(
+        parsed("POST /v1/messages HTTP/1.1\r\nHost"),
+        Parse::Partial
+    ));
+    assert!(matches!(parsed("P"), Parse::Partial));
+}
+
+#[test]
+fn what_this_path_does_not_serve_is_hyper_s() {
+    for head in [
+        "GET / HTTP/1.0\r\n\r\n",
+        "HEAD /healthz HTTP/1.1\r\n\r\n",
+        "CONNECT a:443 HTTP/1.1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\n\r\n",
+        "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: +1\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n",
+        "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+        "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
+        "GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+        "\x16\x03\x01\x02\x00\x01",
+    ] {
+        assert!(matches!(parsed(head), Parse::Hyper), "{head:?}");
+    }
+}
+
+#[test]
+fn chunk_sizes_are_hex() {
+    let mut out = [0; 18];
+    assert_eq!(chunk_size(&mut out, 0), b"0\r\n");
+    assert_eq!(chunk_size(&mut out, 255), b"ff\r\n");
+    assert_eq!(chunk_size(&mut out, 0x1_0000), b"10000\r\n");
+    assert_eq!(chunk_size(&mut out, usize::MAX), b"ffffffffffffffff\r\n");
+}
+
+#[test]
+fn a_head_says_its_framing_and_a_date_once() {
+    let mut resp = http::Response::new(());
+    resp.headers_mut()
+        .insert("content-length", HeaderValue::from_static("999"));
+    resp.headers_mut()
+        .insert("x-a", HeaderValue::from_static("b"));
+    let (parts, ()) = resp.into_parts();
+    let mut head = Vec::new();
+    encode_head(&mut head, &parts, false, Some(5), false);
+    let text = String::from_utf8(head.clone()).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.1 200 OK\r\nx-a: b\r\ndate: "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(" GMT\r\ncontent-length: 5\r\n\r\n"),
+        "{text}"
+    );
+    encode_head(&mut head, &parts, false, None, true);
+    let text = String::from_utf8(head.clone()).unwrap();
+    assert!(
+        text.ends_with("transfer-encoding: chunked\r\nconnection: close\r\n\r\n"),
+        "{text}"
+    );
+
+    let mut resp = http::Response::new(());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    resp.headers_mut()
+        .insert("date", HeaderValue::from_static("then"));
+    let (parts, ()) = resp.into_parts();
+    encode_head(&mut head, &parts, true, Some(0), false);
+    assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
+}
