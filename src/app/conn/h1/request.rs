@@ -7,7 +7,7 @@ use super::MAX_FIELDS;
 use crate::wire::scan::whole_number;
 
 /// A request head served here: its length, method, target and body length; its fields are in
-/// [`Conn::fields`] (name, and the value's place in the head).
+/// [`super::Conn`]'s `fields` (name, and the value's place in the head).
 #[derive(Debug)]
 pub(super) struct Head {
     pub(super) len: usize,
