@@ -164,7 +164,10 @@ impl Background {
             audit_writer,
             responses,
             traces,
-            prober: tokio::spawn(probe::run(state.routing.clone())),
+            prober: tokio::spawn(probe::run(
+                state.routing.clone(),
+                state.shared.probe.clone(),
+            )),
             shares: tokio::spawn(crate::routing::select::run::run(state.routing.clone())),
             cluster: state
                 .cluster

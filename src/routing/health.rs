@@ -88,6 +88,8 @@ pub struct Health {
     events: Arc<Events>,
     /// Wakes the cluster sync when there is a state to publish.
     publish: Arc<Notify>,
+    /// Wakes the health prober when the breaker leaves `closed`.
+    probe: Arc<Notify>,
     /// The lowest remaining/limit share of the provider's rate-limit headers in the last
     /// answer that had them (`f64` bits), [`NO_HEADROOM`] before one did.
     headroom: AtomicU64,
@@ -119,6 +121,7 @@ impl Health {
         registry: Arc<Registry>,
         events: Arc<Events>,
         publish: Arc<Notify>,
+        probe: Arc<Notify>,
     ) -> Health {
         let now = Instant::now();
         let target = [("target", id)];
@@ -145,6 +148,7 @@ impl Health {
             registry,
             events,
             publish,
+            probe,
             headroom: AtomicU64::new(NO_HEADROOM),
         }
     }
@@ -191,6 +195,10 @@ impl Health {
     /// Count and log a transition (after the lock is released).
     fn transition(&self, t: Option<Transition>) {
         let Some(t) = t else { return };
+        if t.to != State::Closed {
+            // A permit is kept when the prober is not waiting yet: no trip is missed.
+            self.probe.notify_one();
+        }
         self.state_gauge
             .store(i64::from(t.to.gauge()), Ordering::Relaxed);
         self.registry.inc(
@@ -235,6 +243,11 @@ impl Health {
         let (due, t) = self.lock().breaker.probe_due(now);
         self.transition(t);
         due
+    }
+
+    /// Whether the breaker is open or half-open, as its last transition left it.
+    pub fn held(&self) -> bool {
+        self.state_gauge.load(Ordering::Relaxed) != i64::from(State::Closed.gauge())
     }
 
     /// How long until the target takes traffic again.
@@ -428,6 +441,7 @@ mod tests {
             "p/m",
             BreakerPolicy::default(),
             Registry::new(),
+            Arc::default(),
             Arc::default(),
             Arc::default(),
         )

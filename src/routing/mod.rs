@@ -66,6 +66,9 @@ pub struct Shared {
     adaptive: Mutex<HashMap<String, Arc<select::Adaptive>>>,
     /// Woken when a breaker has a state for the cluster (`[cluster]`).
     pub publish: Arc<tokio::sync::Notify>,
+    /// Woken when a breaker leaves `closed`: the health prober ([`probe::run`]) looks for due
+    /// probes only while some breaker is not closed.
+    pub probe: Arc<tokio::sync::Notify>,
     /// Every secret a config of this process has named: a key removed by a reload stays
     /// masked (a request still in flight on the old table may see it echoed).
     secrets: Mutex<Vec<String>>,
@@ -120,6 +123,7 @@ impl Shared {
             target_budgets: Mutex::default(),
             adaptive: Mutex::default(),
             publish: Arc::default(),
+            probe: Arc::default(),
             secrets: Mutex::default(),
             max_response_body,
             closing: Arc::default(),
@@ -426,6 +430,7 @@ impl Routing {
                         shared.metrics.clone(),
                         shared.events.clone(),
                         shared.publish.clone(),
+                        shared.probe.clone(),
                     )
                 });
                 health.set_policy(route.breaker.clone());
