@@ -31,7 +31,7 @@ use axum::body::Body;
 use bytes::{Bytes, BytesMut};
 use http::{HeaderName, Request, StatusCode, Version};
 use hyper::body::{Body as _, Frame, SizeHint};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::PollSender;
@@ -56,6 +56,9 @@ const MAX_FIELDS: usize = 100;
 /// of `READ`.
 const MIN_ROOM: usize = 1024;
 const READ: usize = 8 * 1024;
+/// A body frame up to this long is copied behind what waits to be written, to leave with
+/// the frames ready after it in one write; what waits is written once it is this long.
+const COALESCE: usize = 16 * 1024;
 
 /// How serving a connection here ended.
 pub(super) enum Outcome {
@@ -170,18 +173,19 @@ enum Turn {
 /// What a response waits for next.
 enum Next {
     Frame(Option<Result<Frame<Bytes>, axum::Error>>),
-    /// Nothing is ready and the head has not gone out.
-    Head,
+    /// Nothing is ready and the head or small frames wait to be written.
+    Flush,
     /// The client closed its connection.
     Gone,
 }
 
-/// One client connection between requests.
-struct Conn {
-    tcp: TcpStream,
+/// One client connection between requests (over a `TcpStream` but in tests).
+struct Conn<T = TcpStream> {
+    tcp: T,
     /// Bytes read and not yet used; its spare room takes the next read.
     buf: BytesMut,
-    /// The response head being written, kept for its allocation.
+    /// What is to be written next: the response head, and small body frames after it (kept
+    /// for its allocation).
     head: Vec<u8>,
     /// The fields of the head being parsed, kept for the allocation.
     fields: Vec<(HeaderName, usize, usize)>,
@@ -195,7 +199,7 @@ struct Feed {
     to: Option<PollSender<io::Result<Bytes>>>,
 }
 
-impl Conn {
+impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     /// Read what the client sent into the buffer: the count read, 0 at its end.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         if self.buf.capacity() - self.buf.len() < MIN_ROOM {
@@ -325,8 +329,8 @@ impl Conn {
                     return Poll::Ready(Next::Frame(frame));
                 }
                 if !self.head.is_empty() {
-                    // Nothing ready: the head goes out now, then the next frame is awaited.
-                    return Poll::Ready(Next::Head);
+                    // Nothing ready: what waits goes out now, then the next frame is awaited.
+                    return Poll::Ready(Next::Flush);
                 }
                 match self.poll_watch(cx, feed) {
                     Poll::Ready(()) => Poll::Ready(Next::Gone),
@@ -336,7 +340,7 @@ impl Conn {
             .await;
             let frame = match next {
                 Next::Frame(frame) => frame,
-                Next::Head => {
+                Next::Flush => {
                     if self.write(&[]).await.is_err() {
                         return false;
                     }
@@ -344,7 +348,9 @@ impl Conn {
                 }
                 Next::Gone => return false, // the client went away
             };
-            // The head, until it is written, goes out with what comes next.
+            // The head, until it is written, goes out with what comes next; so do small frames
+            // until nothing more is ready (an upstream read holds several stream events: they
+            // leave in one write, not one each).
             let data = match frame {
                 None => {
                     let end: &[u8] = if chunked { b"0\r\n\r\n" } else { b"" };
@@ -357,32 +363,35 @@ impl Conn {
                 },
             };
             if bodiless || data.is_empty() {
-                if !self.head.is_empty() && self.write(&[]).await.is_err() {
-                    return false;
-                }
                 continue;
             }
-            let wrote = if chunked {
-                let mut size = [0u8; 18];
-                let size = chunk_size(&mut size, data.len());
-                self.write(&[size, &data, b"\r\n"]).await
+            let mut size = [0u8; 18];
+            let (framing, data, cut): (&[u8], &[u8], bool) = if chunked {
+                (chunk_size(&mut size, data.len()), &data, false)
             } else {
                 let n = usize::try_from(owed).unwrap_or(usize::MAX).min(data.len());
                 owed -= n as u64;
-                self.write(&[&data[..n]]).await.and(if n < data.len() {
-                    Err(io::ErrorKind::InvalidData.into())
-                } else {
-                    Ok(())
-                })
+                (b"", &data[..n], n < data.len())
             };
-            if wrote.is_err() {
+            let tail: &[u8] = if chunked { b"\r\n" } else { b"" };
+            if data.len() <= COALESCE {
+                self.head.extend_from_slice(framing);
+                self.head.extend_from_slice(data);
+                self.head.extend_from_slice(tail);
+                if (cut || self.head.len() >= COALESCE) && self.write(&[]).await.is_err() {
+                    return false;
+                }
+            } else if self.write(&[framing, data, tail]).await.is_err() {
                 return false;
+            }
+            if cut {
+                return false; // more than its length: the rest is not sent
             }
         }
     }
 
-    /// Write the encoded head (emptied once written) and then `parts`, in one system call when
-    /// they fit the socket.
+    /// Write what waits (the head, small frames; emptied once written) and then `parts`, in
+    /// one system call when they fit the socket.
     async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let mut done = 0; // bytes written of the head and parts together
         let total = self.head.len() + parts.iter().map(|p| p.len()).sum::<usize>();

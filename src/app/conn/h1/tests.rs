@@ -1,4 +1,4 @@
-//! Unit tests of the request head's reading and the response head's writing.
+//! Unit tests of the request head's reading and the response's writing.
 
 use http::{HeaderValue, Method, StatusCode};
 
@@ -113,4 +113,109 @@ fn a_head_says_its_framing_and_a_date_once() {
     let (parts, ()) = resp.into_parts();
     encode_head(&mut head, &parts, true, Some(0), false);
     assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
+}
+
+/// A connection's I/O that counts the writes made on it.
+struct Counted {
+    io: tokio::io::DuplexStream,
+    writes: usize,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.writes += 1;
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        // One write of them all, as writev makes (the duplex takes one slice a call).
+        self.writes += 1;
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        Pin::new(&mut self.io).poll_write(cx, &all)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// `frames` written as the response to one request by a connection over [`Counted`]: the
+/// bytes the client read and the writes made.
+async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String, usize) {
+    let (io, mut client) = tokio::io::duplex(1 << 20);
+    let mut conn = Conn {
+        tcp: Counted { io, writes: 0 },
+        buf: BytesMut::new(),
+        head: Vec::new(),
+        fields: Vec::new(),
+    };
+    let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+        frames,
+    )));
+    let resp = http::Response::new(super::super::Tracked { body, done: None });
+    let mut feed = Feed { left: 0, to: None };
+    assert!(conn.respond(resp, true, &mut feed).await, "written whole");
+    drop(conn.tcp.io);
+    let mut read = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut client, &mut read)
+        .await
+        .unwrap();
+    (read, conn.tcp.writes)
+}
+
+/// Stream events ready together leave in one write (an upstream read holds several), with
+/// the head before them; a large frame is written from where it is, not copied.
+#[tokio::test]
+async fn frames_ready_together_leave_in_one_write() {
+    let event = |i: usize| Ok(Frame::data(Bytes::from(format!("data: {i}\n\n"))));
+    let (read, writes) = respond_with((0..12).map(event).collect()).await;
+    assert_eq!(writes, 1, "{writes} writes: {read}");
+    let (head, body) = read.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let expected: String = (0..12)
+        .map(|i| {
+            let event = format!("data: {i}\n\n");
+            format!("{:x}\r\n{event}\r\n", event.len())
+        })
+        .chain(["0\r\n\r\n".to_owned()])
+        .collect();
+    assert_eq!(body, expected);
+
+    let big = Bytes::from(vec![b'x'; COALESCE + 1]);
+    let (read, writes) = respond_with(vec![event(0), Ok(Frame::data(big)), event(1)]).await;
+    // The head, the first event and the big frame (from its own buffer); the last event and
+    // the body's end.
+    assert_eq!(writes, 2);
+    let x = "x".repeat(COALESCE + 1);
+    let tail = format!(
+        "9\r\ndata: 0\n\n\r\n{:x}\r\n{x}\r\n9\r\ndata: 1\n\n\r\n0\r\n\r\n",
+        x.len()
+    );
+    assert!(read.ends_with(&tail), "{}", &read[..300]);
 }
