@@ -13,7 +13,10 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -430,49 +433,126 @@ impl Relay {
         self.fail(why.outcome(), message);
     }
 
-    async fn next_bytes(&mut self) -> Option<Bytes> {
+    /// The next bytes for the client, as far as they can be had without waiting: `None` when
+    /// the upstream has nothing yet (its waker and `timer`'s are set) or the stream broke
+    /// (`Step::Cut`, for the caller to handle: continuing may take a while).
+    fn poll_step(&mut self, cx: &mut Context<'_>, timer: &mut Timer) -> Poll<Step> {
         loop {
             if let Some(bytes) = self.out.pop_front() {
-                return Some(bytes);
+                return Poll::Ready(Step::Bytes(bytes));
             }
             if self.ended {
-                return None;
+                return Poll::Ready(Step::End);
             }
             if let Some(ev) = self.decoder.next_event() {
                 let seen = (self.tracker.content_chunks, self.tracker.finished);
                 if let Some(why) = self.handle(&ev) {
-                    self.cut(why).await;
-                } else if seen != (self.tracker.content_chunks, self.tracker.finished) {
+                    return Poll::Ready(Step::Cut(why));
+                }
+                if seen != (self.tracker.content_chunks, self.tracker.finished) {
                     self.progress_at = Instant::now();
                 }
                 continue;
+            }
+            match self.upstream.poll_next_unpin(cx) {
+                Poll::Ready(Some(Ok(bytes))) => {
+                    self.decoder.push(&bytes);
+                    continue;
+                }
+                Poll::Ready(Some(Err(_)) | None) if self.tracker.finished => {
+                    self.finish();
+                    continue;
+                }
+                Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Step::Cut(StreamCut::Cut)),
+                Poll::Pending => {}
+            }
+            if self.closing.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Step::Cut(StreamCut::Shutdown));
             }
             let idle_until = if self.tracker.finished {
                 crate::clock::after(Instant::now(), FINISH_GRACE.min(self.idle_timeout()))
             } else {
                 crate::clock::after(self.progress_at, self.idle_timeout())
             };
-            let read =
-                tokio::time::timeout_at(idle_until.min(self.ctx.deadline), self.upstream.next());
-            let next = tokio::select! {
-                biased;
-                next = read => next,
-                () = self.closing.as_mut() => {
-                    self.cut(StreamCut::Shutdown).await;
-                    continue;
-                }
+            if timer
+                .poll_at(cx, idle_until.min(self.ctx.deadline))
+                .is_pending()
+            {
+                return Poll::Pending;
+            }
+            // Nothing from the upstream in time.
+            if self.tracker.finished {
+                self.finish();
+                continue;
+            }
+            if Instant::now() >= self.ctx.deadline {
+                bump(&self.current.limits.stream_deadline);
+                let after = self.ctx.deadline - self.ctx.request_start;
+                return Poll::Ready(Step::Cut(StreamCut::Deadline(after)));
+            }
+            return Poll::Ready(Step::Cut(StreamCut::Stall(self.idle_timeout())));
+        }
+    }
+}
+
+/// What [`Relay::poll_step`] found.
+enum Step {
+    Bytes(Bytes),
+    End,
+    Cut(StreamCut),
+}
+
+/// The relay's one timer (the idle and deadline bound of the upstream's next bytes), made
+/// once a stream and moved only when its deadline does: a later deadline is an atomic store
+/// in tokio's timer, where a timeout made for each chunk registered a timer and removed it.
+struct Timer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    at: Instant,
+}
+
+impl Timer {
+    fn poll_at(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
+        if at != self.at {
+            self.at = at;
+            self.sleep.as_mut().reset(at);
+        }
+        self.sleep.as_mut().poll(cx)
+    }
+}
+
+/// [`Relay`] as the client's stream. What is ready is taken by a plain poll, with no future
+/// made for each chunk (the relay moved into and out of one cost ~500 instructions a
+/// chunk); a break runs as a future of its own, which holds the relay until it is handled.
+struct RelayStream {
+    relay: Option<Box<Relay>>,
+    cutting: Option<Pin<Box<dyn Future<Output = Box<Relay>> + Send>>>,
+    timer: Timer,
+}
+
+impl Stream for RelayStream {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(cutting) = &mut this.cutting {
+                this.relay = Some(ready!(cutting.as_mut().poll(cx)));
+                this.cutting = None;
+            }
+            let Some(relay) = &mut this.relay else {
+                return Poll::Ready(None);
             };
-            match next {
-                Ok(Some(Ok(bytes))) => self.decoder.push(&bytes),
-                Ok(Some(Err(_)) | None) if self.tracker.finished => self.finish(),
-                Ok(Some(Err(_)) | None) => self.cut(StreamCut::Cut).await,
-                Err(_) if self.tracker.finished => self.finish(),
-                Err(_) if Instant::now() >= self.ctx.deadline => {
-                    bump(&self.current.limits.stream_deadline);
-                    let after = self.ctx.deadline - self.ctx.request_start;
-                    self.cut(StreamCut::Deadline(after)).await
+            match ready!(relay.poll_step(cx, &mut this.timer)) {
+                Step::Bytes(bytes) => return Poll::Ready(Some(Ok(bytes))),
+                Step::End => return Poll::Ready(None),
+                Step::Cut(why) => {
+                    if let Some(mut relay) = this.relay.take() {
+                        this.cutting = Some(Box::pin(async move {
+                            relay.cut(why).await;
+                            relay
+                        }));
+                    }
                 }
-                Err(_) => self.cut(StreamCut::Stall(self.idle_timeout())).await,
             }
         }
     }
@@ -524,8 +604,13 @@ pub fn relay(
         closing,
         ctx,
     };
-    futures_util::stream::unfold(relay, |mut r| async move {
-        let bytes = r.next_bytes().await?;
-        Some((Ok(bytes), r))
-    })
+    let at = relay.ctx.deadline;
+    RelayStream {
+        relay: Some(Box::new(relay)),
+        cutting: None,
+        timer: Timer {
+            sleep: Box::pin(tokio::time::sleep_until(at)),
+            at,
+        },
+    }
 }
