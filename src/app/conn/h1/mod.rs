@@ -374,6 +374,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                 (b"", &data[..n], n < data.len())
             };
             let tail: &[u8] = if chunked { b"\r\n" } else { b"" };
+            if body.is_end_stream() && !cut {
+                // The last frame (a whole answer's only one): written from where it is, with
+                // what waits and the body's end.
+                let end: &[u8] = if chunked { b"0\r\n\r\n" } else { b"" };
+                return self.write(&[framing, data, tail, end]).await.is_ok()
+                    && (chunked || owed == 0);
+            }
             if data.len() <= COALESCE {
                 self.head.extend_from_slice(framing);
                 self.head.extend_from_slice(data);
@@ -390,15 +397,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         }
     }
 
-    /// Write what waits (the head, small frames; emptied once written) and then `parts`, in
-    /// one system call when they fit the socket.
+    /// Write what waits (the head, small frames; emptied once written) and then `parts` (at
+    /// most four), in one system call when they fit the socket.
     async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let mut done = 0; // bytes written of the head and parts together
         let total = self.head.len() + parts.iter().map(|p| p.len()).sum::<usize>();
         let head = std::mem::take(&mut self.head);
         let wrote = poll_fn(|cx| {
             while done < total {
-                let mut bufs = [IoSlice::new(&[]); 4];
+                let mut bufs = [IoSlice::new(&[]); 5];
                 let mut skip = done;
                 let mut n = 0;
                 for part in std::iter::once(&head[..]).chain(parts.iter().copied()) {

@@ -168,6 +168,14 @@ impl AsyncWrite for Counted {
 /// `frames` written as the response to one request by a connection over [`Counted`]: the
 /// bytes the client read and the writes made.
 async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String, usize) {
+    let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+        frames,
+    )));
+    respond_with_body(body).await
+}
+
+/// [`respond_with`] a body.
+async fn respond_with_body(body: Body) -> (String, usize) {
     let (io, mut client) = tokio::io::duplex(1 << 20);
     let mut conn = Conn {
         tcp: Counted { io, writes: 0 },
@@ -175,9 +183,6 @@ async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String
         head: Vec::new(),
         fields: Vec::new(),
     };
-    let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
-        frames,
-    )));
     let resp = http::Response::new(super::super::Tracked { body, done: None });
     let mut feed = Feed { left: 0, to: None };
     assert!(conn.respond(resp, true, &mut feed).await, "written whole");
@@ -218,4 +223,14 @@ async fn frames_ready_together_leave_in_one_write() {
         x.len()
     );
     assert!(read.ends_with(&tail), "{}", &read[..300]);
+
+    // A whole answer: its head and body in one write.
+    let big = "y".repeat(COALESCE * 2);
+    let (read, writes) = respond_with_body(Body::from(big.clone())).await;
+    assert_eq!(writes, 1);
+    assert!(
+        read.contains(&format!("content-length: {}\r\n", big.len())),
+        "{read:.300}"
+    );
+    assert!(read.ends_with(&format!("\r\n\r\n{big}")));
 }
