@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::audited::{self, AuditedStream, Finished, Recorder};
@@ -48,7 +48,7 @@ pub(super) fn refused(mut resp: Response) -> Response {
 /// it here.
 pub(super) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, ApiError> {
     let max = state.max_body;
-    let mut read = std::pin::pin!(Limited::new(body, max).collect());
+    let mut read = std::pin::pin!(collect(body, max));
     // Most bodies arrived with their head: read them without arming a timer.
     let first = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
     let read = match first {
@@ -56,14 +56,14 @@ pub(super) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Api
         Poll::Pending => tokio::time::timeout(state.body_timeout, read).await,
     };
     match read {
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::new(
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(BodyError::TooLarge)) => Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "invalid_request_error",
             "request_too_large",
             format!("request body is larger than the gateway's max_body ({max} bytes)"),
         )),
-        Ok(Err(_)) => Err(ApiError::bad_request(
+        Ok(Err(BodyError::Failed)) => Err(ApiError::bad_request(
             "body_read_error",
             "could not read the request body",
         )),
@@ -80,6 +80,43 @@ pub(super) async fn read_body(state: &AppState, body: Body) -> Result<Bytes, Api
             ))
         }
     }
+}
+
+/// Why a body could not be read.
+#[derive(Debug, PartialEq)]
+enum BodyError {
+    /// Over `max_body`.
+    TooLarge,
+    /// The body failed (the client's connection, its framing).
+    Failed,
+}
+
+/// A body's bytes, at most `max` of them. A body of one frame (one that arrived with its head)
+/// is that frame, with no list of frames built to join.
+async fn collect(mut body: Body, max: usize) -> Result<Bytes, BodyError> {
+    if hyper::body::Body::size_hint(&body).lower() > max as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    let mut first: Option<Bytes> = None;
+    let mut joined = bytes::BytesMut::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| BodyError::Failed)?.into_data() else {
+            continue; // trailers: not part of the body
+        };
+        len = len.saturating_add(data.len());
+        if len > max {
+            return Err(BodyError::TooLarge);
+        }
+        match first.take() {
+            None if joined.is_empty() => first = Some(data),
+            held => {
+                joined.extend_from_slice(&held.unwrap_or_default());
+                joined.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// The headers the edge reads of every client request, found in one pass over them: a hashed
@@ -444,19 +481,72 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
     if let Some(target) = served {
         h.insert(headers::TARGET, target.header.clone());
     }
-    h.insert(headers::ATTEMPTS, HeaderValue::from(attempts));
+    h.insert(headers::ATTEMPTS, count_value(attempts));
     if hedged {
         h.insert(headers::HEDGED, HeaderValue::from_static("true"));
     }
     if turns_dropped > 0 {
-        h.insert(headers::TURNS_DROPPED, HeaderValue::from(turns_dropped));
+        h.insert(headers::TURNS_DROPPED, count_value(turns_dropped));
     }
     resp
+}
+
+/// A count as a header value; a small one without an allocation (`HeaderValue::from` a number
+/// copies its digits into a new buffer: one allocation a request for `x-switchyard-attempts`).
+fn count_value(n: usize) -> HeaderValue {
+    const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    match SMALL.get(n) {
+        Some(digit) => HeaderValue::from_static(digit),
+        None => HeaderValue::from(n),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body is its frames joined, within `max`: a frame past it, or a size hint past it,
+    /// is too large; a failed frame fails it.
+    #[tokio::test]
+    async fn a_body_is_its_frames_within_max() {
+        let frames = |parts: Vec<Result<&'static str, ()>>| {
+            let frames = parts.into_iter().map(|p| {
+                p.map(|s| hyper::body::Frame::data(Bytes::from_static(s.as_bytes())))
+                    .map_err(|()| axum::Error::new("cut"))
+            });
+            Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
+                frames,
+            )))
+        };
+        assert_eq!(
+            collect(Body::from("whole"), 5).await,
+            Ok(Bytes::from("whole"))
+        );
+        assert_eq!(
+            collect(Body::from("whole"), 4).await,
+            Err(BodyError::TooLarge)
+        );
+        assert_eq!(collect(Body::empty(), 0).await, Ok(Bytes::new()));
+        assert_eq!(
+            collect(frames(vec![Ok("ab"), Ok(""), Ok("cd"), Ok("e")]), 5).await,
+            Ok(Bytes::from("abcde"))
+        );
+        assert_eq!(
+            collect(frames(vec![Ok("ab"), Ok("cd")]), 3).await,
+            Err(BodyError::TooLarge)
+        );
+        assert_eq!(
+            collect(frames(vec![Ok("ab"), Err(())]), 9).await,
+            Err(BodyError::Failed)
+        );
+    }
+
+    #[test]
+    fn counts_are_their_digits() {
+        for n in [0, 1, 9, 10, 12345] {
+            assert_eq!(count_value(n).to_str().unwrap(), n.to_string());
+        }
+    }
 
     /// The one pass finds each header under the name the rest of the gateway uses for it, and
     /// the first value of a repeated one.
