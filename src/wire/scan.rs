@@ -36,6 +36,7 @@ pub fn fields_in<const N: usize>(
     let mut scan = Scanner {
         b: &body[..span.end],
         i: span.start,
+        high: 0,
     };
     scan.object(0, keys, &mut |_, _| Some(false))
 }
@@ -100,8 +101,11 @@ fn read<const N: usize>(
     keys: [&str; N],
     hook: &mut dyn FnMut(usize, &mut Scanner<'_>) -> Option<bool>,
 ) -> Option<[Option<Range<usize>>; N]> {
-    std::str::from_utf8(body).ok()?;
-    let mut scan = Scanner { b: body, i: 0 };
+    let mut scan = Scanner {
+        b: body,
+        i: 0,
+        high: HIGH,
+    };
     scan.ws();
     let found = scan.object(0, keys, hook)?;
     scan.ws();
@@ -121,9 +125,22 @@ fn special(word: u64) -> u64 {
     (control | quote | backslash) & (ONES << 7)
 }
 
+/// `a == b`, the first bytes compared before a call to `memcmp`: the keys met are rarely the
+/// ones asked for, and often as long.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.first() == b.first() && a == b
+}
+
+/// The high bit of each byte of a word.
+const HIGH: u64 = (u64::MAX / 255) << 7;
+
 struct Scanner<'a> {
     b: &'a [u8],
     i: usize,
+    /// [`HIGH`] while the body is not known to be UTF-8: a string stops at a byte past ASCII
+    /// (no such byte is JSON outside a string), and the first one has the rest of the body
+    /// checked, once; 0 from then on. A body of ASCII, most of them, is not read twice.
+    high: u64,
 }
 
 impl Scanner<'_> {
@@ -205,7 +222,7 @@ impl Scanner<'_> {
         loop {
             while let Some(chunk) = self.b.get(self.i..self.i + 8) {
                 let word = u64::from_le_bytes(chunk.try_into().ok()?);
-                let special = special(word);
+                let special = special(word) | (word & self.high);
                 if special != 0 {
                     self.i += special.trailing_zeros() as usize / 8;
                     break;
@@ -232,6 +249,11 @@ impl Scanner<'_> {
                     }
                 }
                 0..0x20 => return None,
+                0x80.. if self.high != 0 => {
+                    // Everything before it is ASCII.
+                    std::str::from_utf8(&self.b[self.i..]).ok()?;
+                    self.high = 0;
+                }
                 _ => self.i += 1,
             }
         }
@@ -302,7 +324,7 @@ impl Scanner<'_> {
                 if escaped {
                     return None;
                 }
-                keys.iter().position(|k| k.as_bytes() == key)
+                keys.iter().position(|k| same(k.as_bytes(), key))
             } else {
                 None
             };
@@ -470,5 +492,26 @@ mod tests {
         // Twice, but not a key asked for: as serde_json skips it.
         assert!(fields(br#"{"b":1,"b":2}"#, ["a"]).is_some());
         assert!(fields(b"{\"a\":\"\xff\"}", ["a"]).is_none());
+    }
+
+    /// UTF-8 is checked from the first byte past ASCII to the end, once: what follows a valid
+    /// character, in that string or a later one, is checked too; a body of ASCII is not read
+    /// twice for it.
+    #[test]
+    fn text_past_ascii_is_utf8_to_the_end() {
+        let ok = "{\"a\":\"caf\u{e9} \u{4e2d}\u{6587}\",\"b\":[\"\u{1f600}\"],\"c\":\"\u{e9}\"}";
+        let [a, c] = fields(ok.as_bytes(), ["a", "c"]).unwrap();
+        assert_eq!(&ok[a.unwrap()], "\"caf\u{e9} \u{4e2d}\u{6587}\"");
+        assert_eq!(&ok[c.unwrap()], "\"\u{e9}\"");
+        for bad in [
+            &b"{\"a\":\"\xc3\xa9\xc3\"}"[..], // a character cut short, after a whole one
+            b"{\"a\":\"\xc3\xa9\",\"b\":\"\xed\xa0\x80\"}", // a surrogate, in a later string
+            b"{\"a\":\"\xc3\xa9\",\"b\":\"x\xc0\xaf\"}", // an overlong form
+            b"{\"a\":\"\xf4\x90\x80\x80\"}",  // past U+10FFFF
+            b"{\"a\":1,\xc3\xa9:2}",          // outside a string
+        ] {
+            assert!(fields(bad, ["a"]).is_none(), "{bad:?}");
+            assert!(serde_json::from_slice::<serde_json::Value>(bad).is_err());
+        }
     }
 }
