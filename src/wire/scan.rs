@@ -217,44 +217,48 @@ impl Scanner<'_> {
     /// unescaped; the escapes JSON has (a `\u` with any four hex digits, as serde_json skips
     /// them). Plain bytes are skipped eight at a time.
     fn string(&mut self) -> Option<bool> {
-        self.i += 1;
+        // The position and mask in locals: kept in registers, not stored back at each word.
+        let b = self.b;
+        let mut i = self.i + 1;
+        let mut high = self.high;
         let mut escaped = false;
         loop {
-            while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+            while let Some(chunk) = b.get(i..i + 8) {
                 let word = u64::from_le_bytes(chunk.try_into().ok()?);
-                let special = special(word) | (word & self.high);
+                let special = special(word) | (word & high);
                 if special != 0 {
-                    self.i += special.trailing_zeros() as usize / 8;
+                    i += special.trailing_zeros() as usize / 8;
                     break;
                 }
-                self.i += 8;
+                i += 8;
             }
-            match self.peek()? {
+            match *b.get(i)? {
                 b'"' => {
-                    self.i += 1;
+                    self.i = i + 1;
+                    self.high = high;
                     return Some(escaped);
                 }
                 b'\\' => {
                     escaped = true;
-                    match *self.b.get(self.i + 1)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 2,
+                    match *b.get(i + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
                         b'u' => {
-                            let hex = self.b.get(self.i + 2..self.i + 6)?;
+                            let hex = b.get(i + 2..i + 6)?;
                             if !hex.iter().all(u8::is_ascii_hexdigit) {
                                 return None;
                             }
-                            self.i += 6;
+                            i += 6;
                         }
                         _ => return None,
                     }
                 }
                 0..0x20 => return None,
-                0x80.. if self.high != 0 => {
+                0x80.. if high != 0 => {
                     // Everything before it is ASCII.
-                    std::str::from_utf8(&self.b[self.i..]).ok()?;
-                    self.high = 0;
+                    std::str::from_utf8(&b[i..]).ok()?;
+                    high = 0;
                 }
-                _ => self.i += 1,
+                _ => i += 1,
             }
         }
     }
