@@ -28,6 +28,10 @@ pub struct SseEvent {
 pub struct SseDecoder {
     buf: BytesMut,
     event: Option<String>,
+    /// The event's first `data:` value, as it came (most events have one: it is handed on
+    /// without a copy).
+    first: Option<Bytes>,
+    /// The event's data joined, once it has a second `data:` line.
     data: BytesMut,
     has_data: bool,
     /// `buf[..scanned]` holds no line end: a long event arriving in pieces is scanned once.
@@ -82,6 +86,7 @@ impl SseDecoder {
         self.overflow_due = true;
         self.buf = BytesMut::new();
         self.data = BytesMut::new();
+        self.first = None;
         self.event = None;
         self.has_data = false;
         if let Some(counter) = &self.overflows {
@@ -120,15 +125,19 @@ impl SseDecoder {
                 return None;
             }
             self.scanned = 0;
-            let line = self.buf.split_to(end);
+            let line = self.buf.split_to(end).freeze();
             let skip = if self.buf.starts_with(b"\r\n") { 2 } else { 1 };
             self.buf.advance(skip);
             if line.is_empty() {
                 if self.has_data {
                     self.has_data = false;
+                    let data = match self.first.take() {
+                        Some(first) => first,
+                        None => self.data.split().freeze(),
+                    };
                     return Some(SseEvent {
                         event: self.event.take(),
-                        data: self.data.split().freeze(),
+                        data,
                     });
                 }
                 self.event = None;
@@ -142,7 +151,7 @@ impl SseDecoder {
     }
 
     /// Take one field line; false when the event's data would outgrow [`MAX_EVENT`].
-    fn field(&mut self, line: &[u8]) -> bool {
+    fn field(&mut self, line: &Bytes) -> bool {
         if line[0] == b':' {
             return true; // comment / keep-alive
         }
@@ -151,18 +160,24 @@ impl SseDecoder {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
             }
-            None => (line, &b""[..]),
+            None => (&line[..], &b""[..]),
         };
         match name {
             b"data" => {
-                if self.data.len() + value.len() + 1 > MAX_EVENT {
+                let held = self.first.as_ref().map_or(0, Bytes::len) + self.data.len();
+                if held + value.len() + 1 > MAX_EVENT {
                     return false;
                 }
-                if self.has_data {
-                    self.data.extend_from_slice(b"\n");
+                if !self.has_data {
+                    self.first = Some(line.slice_ref(value));
+                    self.has_data = true;
+                    return true;
                 }
+                if let Some(first) = self.first.take() {
+                    self.data.extend_from_slice(&first);
+                }
+                self.data.extend_from_slice(b"\n");
                 self.data.extend_from_slice(value);
-                self.has_data = true;
             }
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {} // id, retry and unknown fields do not matter to a relay
