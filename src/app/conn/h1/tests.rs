@@ -115,10 +115,10 @@ fn a_head_says_its_framing_and_a_date_once() {
     assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
 }
 
-/// A connection's I/O that counts the writes made on it.
+/// A connection's I/O that keeps the writes made on it.
 struct Counted {
     io: tokio::io::DuplexStream,
-    writes: usize,
+    writes: Vec<String>,
 }
 
 impl AsyncRead for Counted {
@@ -137,7 +137,7 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.writes += 1;
+        self.writes.push(String::from_utf8_lossy(buf).into_owned());
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
@@ -147,8 +147,8 @@ impl AsyncWrite for Counted {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         // One write of them all, as writev makes (the duplex takes one slice a call).
-        self.writes += 1;
         let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        self.writes.push(String::from_utf8_lossy(&all).into_owned());
         Pin::new(&mut self.io).poll_write(cx, &all)
     }
 
@@ -167,7 +167,7 @@ impl AsyncWrite for Counted {
 
 /// `frames` written as the response to one request by a connection over [`Counted`]: the
 /// bytes the client read and the writes made.
-async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String, usize) {
+async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String, Vec<String>) {
     let body = Body::new(http_body_util::StreamBody::new(futures_util::stream::iter(
         frames,
     )));
@@ -175,10 +175,13 @@ async fn respond_with(frames: Vec<Result<Frame<Bytes>, axum::Error>>) -> (String
 }
 
 /// [`respond_with`] a body.
-async fn respond_with_body(body: Body) -> (String, usize) {
+async fn respond_with_body(body: Body) -> (String, Vec<String>) {
     let (io, mut client) = tokio::io::duplex(1 << 20);
     let mut conn = Conn {
-        tcp: Counted { io, writes: 0 },
+        tcp: Counted {
+            io,
+            writes: Vec::new(),
+        },
         buf: BytesMut::new(),
         head: Vec::new(),
         fields: Vec::new(),
@@ -194,13 +197,19 @@ async fn respond_with_body(body: Body) -> (String, usize) {
     (read, conn.tcp.writes)
 }
 
-/// Stream events ready together leave in one write (an upstream read holds several), with
-/// the head before them; a large frame is written from where it is, not copied.
+/// A stream's first event leaves with the head at once; the events ready after it leave
+/// together in one write (an upstream read holds several), not one write each; a large frame
+/// is written from where it is, not copied.
 #[tokio::test]
-async fn frames_ready_together_leave_in_one_write() {
+async fn the_first_frame_leaves_with_the_head_and_the_frames_ready_after_it_together() {
     let event = |i: usize| Ok(Frame::data(Bytes::from(format!("data: {i}\n\n"))));
     let (read, writes) = respond_with((0..12).map(event).collect()).await;
-    assert_eq!(writes, 1, "{writes} writes: {read}");
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert!(
+        writes[0].ends_with("\r\n\r\n9\r\ndata: 0\n\n\r\n"),
+        "{writes:?}"
+    );
+    assert!(writes[1].starts_with("9\r\ndata: 1\n\n\r\n"), "{writes:?}");
     let (head, body) = read.split_once("\r\n\r\n").unwrap();
     assert!(head.contains("transfer-encoding: chunked"), "{head}");
     let expected: String = (0..12)
@@ -212,22 +221,33 @@ async fn frames_ready_together_leave_in_one_write() {
         .collect();
     assert_eq!(body, expected);
 
-    let big = Bytes::from(vec![b'x'; COALESCE + 1]);
-    let (read, writes) = respond_with(vec![event(0), Ok(Frame::data(big)), event(1)]).await;
-    // The head, the first event and the big frame (from its own buffer); the last event and
-    // the body's end.
-    assert_eq!(writes, 2);
     let x = "x".repeat(COALESCE + 1);
-    let tail = format!(
-        "9\r\ndata: 0\n\n\r\n{:x}\r\n{x}\r\n9\r\ndata: 1\n\n\r\n0\r\n\r\n",
-        x.len()
+    let frames = vec![
+        event(0),
+        event(1),
+        Ok(Frame::data(Bytes::from(x.clone()))),
+        event(2),
+    ];
+    let (read, writes) = respond_with(frames).await;
+    // The head and the first event; the second event and the big frame (from its own
+    // buffer); the last event and the body's end.
+    assert_eq!(
+        writes.len(),
+        3,
+        "{:?}",
+        writes.iter().map(String::len).collect::<Vec<_>>()
     );
-    assert!(read.ends_with(&tail), "{}", &read[..300]);
+    assert_eq!(
+        writes[1],
+        format!("9\r\ndata: 1\n\n\r\n{:x}\r\n{x}\r\n", x.len())
+    );
+    assert_eq!(writes[2], "9\r\ndata: 2\n\n\r\n0\r\n\r\n");
+    assert!(read.ends_with(&writes[2]));
 
     // A whole answer: its head and body in one write.
     let big = "y".repeat(COALESCE * 2);
     let (read, writes) = respond_with_body(Body::from(big.clone())).await;
-    assert_eq!(writes, 1);
+    assert_eq!(writes.len(), 1);
     assert!(
         read.contains(&format!("content-length: {}\r\n", big.len())),
         "{read:.300}"
