@@ -433,9 +433,9 @@ impl Relay {
         self.fail(why.outcome(), message);
     }
 
-    /// The next bytes for the client, as far as they can be had without waiting: `None` when
-    /// the upstream has nothing yet (its waker and `timer`'s are set) or the stream broke
-    /// (`Step::Cut`, for the caller to handle: continuing may take a while).
+    /// The next bytes for the client, as far as they can be had without waiting: pending while
+    /// the upstream has nothing yet (its waker and `timer`'s are set); `Step::Cut` when the
+    /// stream broke, for the caller to handle (continuing elsewhere may take a while).
     fn poll_step(&mut self, cx: &mut Context<'_>, timer: &mut Timer) -> Poll<Step> {
         loop {
             if let Some(bytes) = self.out.pop_front() {
