@@ -108,13 +108,14 @@ async fn collect(mut body: Body, max: usize) -> Result<Bytes, BodyError> {
         if len > max {
             return Err(BodyError::TooLarge);
         }
-        match first.take() {
-            None if joined.is_empty() => first = Some(data),
-            held => {
-                joined.extend_from_slice(&held.unwrap_or_default());
-                joined.extend_from_slice(&data);
-            }
+        if first.is_none() && joined.is_empty() {
+            first = Some(data);
+            continue;
         }
+        if let Some(first) = first.take() {
+            joined.extend_from_slice(&first);
+        }
+        joined.extend_from_slice(&data);
     }
     Ok(first.unwrap_or_else(|| joined.freeze()))
 }

@@ -33,7 +33,6 @@ pub struct SseDecoder {
     first: Option<Bytes>,
     /// The event's data joined, once it has a second `data:` line.
     data: BytesMut,
-    has_data: bool,
     /// `buf[..scanned]` holds no line end: a long event arriving in pieces is scanned once.
     scanned: usize,
     /// A line or an event outgrew its bound: everything from then on is ignored.
@@ -88,7 +87,6 @@ impl SseDecoder {
         self.data = BytesMut::new();
         self.first = None;
         self.event = None;
-        self.has_data = false;
         if let Some(counter) = &self.overflows {
             counter.fetch_add(1, Ordering::Relaxed);
         }
@@ -129,8 +127,7 @@ impl SseDecoder {
             let skip = if self.buf.starts_with(b"\r\n") { 2 } else { 1 };
             self.buf.advance(skip);
             if line.is_empty() {
-                if self.has_data {
-                    self.has_data = false;
+                if self.has_data() {
                     let data = match self.first.take() {
                         Some(first) => first,
                         None => self.data.split().freeze(),
@@ -148,6 +145,11 @@ impl SseDecoder {
                 return self.next_event();
             }
         }
+    }
+
+    /// Whether the event has had a `data:` line (its first is held, or two or more joined).
+    fn has_data(&self) -> bool {
+        self.first.is_some() || !self.data.is_empty()
     }
 
     /// Take one field line; false when the event's data would outgrow [`MAX_EVENT`].
@@ -168,9 +170,8 @@ impl SseDecoder {
                 if held + value.len() + 1 > MAX_EVENT {
                     return false;
                 }
-                if !self.has_data {
+                if !self.has_data() {
                     self.first = Some(line.slice_ref(value));
-                    self.has_data = true;
                     return true;
                 }
                 if let Some(first) = self.first.take() {
