@@ -87,11 +87,7 @@ async fn client_errors_are_returned_as_they_are() {
 #[tokio::test]
 async fn a_refused_connection_is_retried_once_then_fails_over() {
     let m = mocks(1).await;
-    // A port with nothing listening: bind, read the port, close.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (_bound, dead) = refusing_addr();
     let toml = format!(
         "[[providers]]\nname = \"dead\"\nkind = \"openai\"\nbase_url = \"http://{dead}/v1\"\n\n\
          [[providers]]\nname = \"live\"\nkind = \"openai\"\nbase_url = \"{}\"\n\n\

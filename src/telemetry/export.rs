@@ -291,20 +291,24 @@ mod tests {
         );
     }
 
-    fn closed_sink(counts: &Counts) -> (Sink, String) {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| format!("http://{a}/v1/traces"))
-            .unwrap_or_default();
+    /// A sink whose connections are refused: its port is held by the socket returned (bound,
+    /// not listening), so no other test's listener takes it while the test runs.
+    fn closed_sink(counts: &Counts) -> (Sink, tokio::net::TcpSocket) {
+        let bound = tokio::net::TcpSocket::new_v4().expect("a socket");
+        bound
+            .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("a free port");
+        let addr = bound.local_addr().expect("its address");
+        let closed = format!("http://{addr}/v1/traces");
         let sink = Sink {
             client: reqwest::Client::new(),
-            url: closed.clone(),
+            url: closed,
             resource: Vec::new(),
             scope: Vec::new(),
             counts: counts.clone(),
             failing: false,
         };
-        (sink, closed)
+        (sink, bound)
     }
 
     /// A stop while a batch lingers ends the loop after that batch and a last round of what

@@ -431,10 +431,40 @@ pub async fn python_json(
     serde_json::from_slice(&output.stdout).unwrap()
 }
 
-/// A `sqlite://` URL of a fresh file for a gateway's `[responses] store` (in the temp dir).
+/// A `sqlite://` URL of a fresh file for a gateway's `[responses] store`, in a directory of
+/// this test process's own under Cargo's directory for tests' files (`target/tmp`): the
+/// directories of processes that are gone are removed on first use, so runs do not pile
+/// files up.
 pub fn responses_db() -> String {
-    let path = std::env::temp_dir().join(format!("switchyard-responses-{}.db", fastrand::u64(..)));
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("responses");
+        // The directories of test processes that are gone, with their files.
+        for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let pid = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = root.join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    });
+    let path = dir.join(format!("{}.db", fastrand::u64(..)));
     format!("sqlite://{}", path.display())
+}
+
+/// An address where a connection is refused: a socket bound to it and not listening. The port
+/// stays taken while the socket lives, so no other test's listener can get it meanwhile (as it
+/// could after a listener bound only to read a free port, then closed).
+pub fn refusing_addr() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
 }
 
 /// `toml` (from [`config`]) with `extra` lines in `[server]`.
