@@ -20,11 +20,28 @@ fn count(report: &str, label: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number in `{line}`"))
 }
 
+/// A directory removed with what it holds when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn a_short_demo_rides_out_the_incident_without_a_failed_request() {
+    // The demo keeps its files (audit database, log, config) in the temp dir for the user to
+    // read after it; the test's run keeps them in a directory of its own, removed after.
+    let scratch = Scratch(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("demo-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&scratch.0).expect("a scratch directory");
     let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
         .args(["demo", "--duration", "20s"])
         .env("RUST_LOG", "warn")
+        .env("TMPDIR", &scratch.0)
         .output()
         .expect("run switchyard demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
