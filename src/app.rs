@@ -168,7 +168,10 @@ impl Background {
                 state.routing.clone(),
                 state.shared.probe.clone(),
             )),
-            shares: tokio::spawn(crate::routing::select::run::run(state.routing.clone())),
+            shares: tokio::spawn(crate::routing::select::run::run(
+                state.routing.clone(),
+                state.shared.reloaded.clone(),
+            )),
             cluster: state
                 .cluster
                 .clone()
@@ -438,6 +441,7 @@ pub fn reload(state: &AppState, path: &std::path::Path) -> Result<Vec<&'static s
     state.redactor.store(routing.redactor.clone());
     routing.warm_up();
     state.routing.store(Arc::new(routing));
+    state.shared.reloaded.notify_one();
     state.auth.store(auth);
     Ok(pending)
 }

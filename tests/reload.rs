@@ -155,3 +155,37 @@ async fn client_keys_rotate_on_reload() {
     served.await.unwrap().unwrap();
     let _ = std::fs::remove_file(&path);
 }
+
+/// A reload that makes a route adaptive starts the recomputation of its shares: the shares'
+/// task, asleep while no route was adaptive, is woken by the reload (tokio's paused clock).
+#[tokio::test(start_paused = true)]
+async fn a_reload_that_makes_a_route_adaptive_starts_its_shares() {
+    let m = mocks(2).await;
+    let latency = |ms| switchyard::mock::FaultPlan {
+        latency_ms: ms,
+        ..Default::default()
+    };
+    m[0].set_plan(latency(200));
+    m[1].set_plan(latency(20));
+    let path = temp_file("adaptive");
+    let text = file_config(&m);
+    let state = state_from(&path, &text);
+    let gw = Gateway::serve(state.clone(), None).await;
+    // Long after the start: nothing adaptive, the task sleeps.
+    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    let adaptive = text.replacen(
+        "name = \"chat\"\n",
+        "name = \"chat\"\nstrategy = \"adaptive\"\n",
+        1,
+    ) + "\n[routes.adaptive]\ninterval = \"1s\"\naffinity = \"off\"\n";
+    std::fs::write(&path, adaptive).unwrap();
+    switchyard::app::reload(&state, &path).unwrap();
+    for _ in 0..200 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    let st = status(&gw).await;
+    let view = &st["routes"][0]["shares"][0];
+    assert_eq!(view["reason"], "slower_than_peers", "{view}");
+    assert!(view["share"].as_f64().unwrap() < 0.5, "{view}");
+    let _ = std::fs::remove_file(&path);
+}

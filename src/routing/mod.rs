@@ -69,6 +69,9 @@ pub struct Shared {
     /// Woken when a breaker leaves `closed`: the health prober ([`probe::run`]) looks for due
     /// probes only while some breaker is not closed.
     pub probe: Arc<tokio::sync::Notify>,
+    /// Woken when a reload swaps the table: the adaptive shares' task
+    /// ([`select::run::run`]) sleeps on it while no route is adaptive.
+    pub reloaded: Arc<tokio::sync::Notify>,
     /// Every secret a config of this process has named: a key removed by a reload stays
     /// masked (a request still in flight on the old table may see it echoed).
     secrets: Mutex<Vec<String>>,
@@ -124,6 +127,7 @@ impl Shared {
             adaptive: Mutex::default(),
             publish: Arc::default(),
             probe: Arc::default(),
+            reloaded: Arc::default(),
             secrets: Mutex::default(),
             max_response_body,
             closing: Arc::default(),

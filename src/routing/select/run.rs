@@ -7,31 +7,48 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::share::{Rules, Sample};
 use crate::routing::health::Signals;
 use crate::routing::{Route, Routing};
 
-/// How often the task looks again when no route is adaptive (a reload may add one).
-const IDLE_CHECK: Duration = Duration::from_secs(1);
-
 /// The quantile of an interval's latencies that stands for its tail.
 const TAIL: f64 = 0.90;
 
-/// Run until dropped.
-pub async fn run(routing: Arc<ArcSwap<Routing>>) {
+/// Run until dropped: recompute the shares that are due, then sleep until the next are, or
+/// until a reload swaps the table (`reloaded`, [`crate::routing::Shared::reloaded`]: it may
+/// add, change or remove adaptive routes). With no adaptive route it sleeps until a reload: a
+/// gateway without one is not woken for it at all.
+pub async fn run(routing: Arc<ArcSwap<Routing>>, reloaded: Arc<Notify>) {
+    run_with(&reloaded, |now| {
+        let table = routing.load();
+        table
+            .routes()
+            .filter_map(|route| recompute_if_due(route, now))
+            .min()
+    })
+    .await;
+}
+
+/// [`run`] over `scan`, which recomputes what is due at `now` and says when the next is due
+/// (`None`: nothing adaptive).
+async fn run_with(reloaded: &Notify, mut scan: impl FnMut(Instant) -> Option<Instant>) {
     loop {
-        let now = Instant::now();
-        let next = {
-            let table = routing.load();
-            table
-                .routes()
-                .filter_map(|route| recompute_if_due(route, now))
-                .min()
-        };
-        let idle = crate::clock::after(now, IDLE_CHECK);
-        tokio::time::sleep_until(next.map_or(idle, |n| n.min(idle))).await;
+        let next = scan(Instant::now());
+        // A reload during the scan is not missed: `notify_one` keeps a permit for the next
+        // wait.
+        let reload = reloaded.notified();
+        match next {
+            Some(next) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(next) => {}
+                    () = reload => {}
+                }
+            }
+            None => reload.await,
+        }
     }
 }
 
@@ -140,6 +157,56 @@ interval = "5s"
         let shared = Shared::new(metrics.clone(), 1 << 20);
         let routing = Routing::build(Arc::new(config), &shared).unwrap_or_else(|e| panic!("{e}"));
         (routing, metrics)
+    }
+
+    /// Without an adaptive route the task sleeps until a reload; with one, until its next
+    /// interval or a reload, whichever comes first; a reload during a scan is not missed.
+    #[tokio::test(start_paused = true)]
+    async fn the_shares_task_wakes_for_its_intervals_and_reloads_only() {
+        let reloaded = Notify::new();
+        let scans = std::cell::Cell::new(0u32);
+        let every: std::cell::Cell<Option<Duration>> = std::cell::Cell::new(None);
+        let reload_in_scan = std::cell::Cell::new(false);
+        let task = run_with(&reloaded, |now| {
+            scans.set(scans.get() + 1);
+            if reload_in_scan.replace(false) {
+                reloaded.notify_one();
+            }
+            every.get().map(|d| now + d)
+        });
+        tokio::pin!(task);
+        let run_for = |secs| tokio::time::sleep(Duration::from_secs(secs));
+        tokio::select! {
+            () = task.as_mut() => unreachable!(),
+            () = run_for(30) => {}
+        }
+        assert_eq!(scans.get(), 1, "nothing adaptive: one scan, then asleep");
+
+        // A reload makes a route adaptive, with a 5 s interval.
+        every.set(Some(Duration::from_secs(5)));
+        reloaded.notify_one();
+        tokio::select! {
+            () = task.as_mut() => unreachable!(),
+            () = run_for(12) => {}
+        }
+        assert_eq!(
+            scans.get(),
+            1 + 3,
+            "the reload's scan, then at 5 s and 10 s"
+        );
+
+        // A reload lands while a scan runs: the next scan comes at once, not at the interval.
+        reload_in_scan.set(true);
+        reloaded.notify_one();
+        tokio::select! {
+            () = task.as_mut() => unreachable!(),
+            () = run_for(1) => {}
+        }
+        assert_eq!(
+            scans.get(),
+            4 + 2,
+            "the reload's scan, and one for the reload in it"
+        );
     }
 
     /// One interval of traffic: 50 answers per target, the first at `first_ms`.
