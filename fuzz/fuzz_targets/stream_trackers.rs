@@ -1,7 +1,8 @@
 //! Any bytes as an upstream stream, read the way the gateway reads one in passing: the first
 //! byte picks the dialect of the events (OpenAI chunks, an Anthropic stream or a Responses API
 //! stream passed through) and where the bytes are split into reads; the SSE decoder frames
-//! events and the chunk tracker classifies each. Also the same bytes as an Anthropic or a
+//! events (the same wherever the reads split the bytes; an event kept as it came is what the
+//! gateway would write for it) and the chunk tracker classifies each. Also the same bytes as an Anthropic or a
 //! Responses client's body for pass-through: a JSON object must stay one with the target's
 //! model spliced in.
 #![no_main]
@@ -10,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use switchyard::canonical::Dialect;
 use switchyard::wire::chunks::ChunkTracker;
 use switchyard::wire::client::Head;
-use switchyard::wire::sse::SseDecoder;
+use switchyard::wire::sse::{encode_data, encode_event, SseDecoder};
 use switchyard::wire::ClientWire;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,12 +27,29 @@ fuzz_target!(|data: &[u8]| {
     tracker.set_capture(pick & 8 == 0);
     let mut decoder = SseDecoder::new();
     let step = usize::from(pick >> 4).max(1);
+    let mut events = Vec::new();
     for piece in stream.chunks(step) {
         decoder.push(piece);
         while let Some(ev) = decoder.next_event() {
             let _ = tracker.on_event(&ev);
+            // An event kept as it came is what the gateway would write for it.
+            if let Some(raw) = &ev.raw {
+                let framed = match &ev.event {
+                    Some(name) => encode_event(name, &ev.data),
+                    None => encode_data(&ev.data),
+                };
+                assert_eq!(raw, &framed, "an event kept as it came");
+            }
+            events.push((ev.event, ev.data));
         }
     }
+    // Wherever the reads split the bytes, the events are the same.
+    let mut whole = SseDecoder::new();
+    whole.push(stream);
+    let at_once: Vec<_> = std::iter::from_fn(|| whole.next_event())
+        .map(|ev| (ev.event, ev.data))
+        .collect();
+    assert_eq!(events, at_once, "the events of the bytes read at once");
     let _ = tracker.blocks();
     let _ = tracker.error_tail("fuzz");
     let headers = http::HeaderMap::new();

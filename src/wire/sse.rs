@@ -21,6 +21,30 @@ pub struct SseEvent {
     pub event: Option<String>,
     /// The `data:` lines joined by `\n`.
     pub data: Bytes,
+    /// The event's bytes as they came, when they are the form [`SseEvent::framed`] writes (an
+    /// `event: <name>` line or none, one `data: ` line, a blank line, each line ended by `\n`):
+    /// most providers' events are, and go on as they came, not framed anew.
+    pub raw: Option<Bytes>,
+}
+
+impl SseEvent {
+    /// An event of `data`, named `event` or not, not read off the wire.
+    pub fn new(event: Option<String>, data: Bytes) -> Self {
+        SseEvent {
+            event,
+            data,
+            raw: None,
+        }
+    }
+
+    /// The event framed with the name `name` (none: a bare `data:` event): the bytes it came
+    /// in when they are just that, else written anew ([`encode_event`], [`encode_data`]).
+    pub fn framed(&self, name: Option<&str>) -> Bytes {
+        match &self.raw {
+            Some(raw) if self.event.as_deref() == name => raw.clone(),
+            _ => frame(name, &self.data),
+        }
+    }
 }
 
 /// Incremental decoder: push bytes as they arrive, pull complete events.
@@ -95,10 +119,11 @@ impl SseDecoder {
     /// The next complete event, if the buffer holds one.
     pub fn next_event(&mut self) -> Option<SseEvent> {
         if self.overflowed {
-            return std::mem::take(&mut self.overflow_due).then(|| SseEvent {
-                event: Some("error".to_owned()),
-                data: Bytes::from_static(OVERFLOW),
-            });
+            return std::mem::take(&mut self.overflow_due)
+                .then(|| SseEvent::new(Some("error".to_owned()), Bytes::from_static(OVERFLOW)));
+        }
+        if let Some(event) = self.whole_event() {
+            return Some(event);
         }
         loop {
             let from = self.scanned.min(self.buf.len());
@@ -132,10 +157,7 @@ impl SseDecoder {
                         Some(first) => first,
                         None => self.data.split().freeze(),
                     };
-                    return Some(SseEvent {
-                        event: self.event.take(),
-                        data,
-                    });
+                    return Some(SseEvent::new(self.event.take(), data));
                 }
                 self.event = None;
                 continue;
@@ -145,6 +167,46 @@ impl SseDecoder {
                 return self.next_event();
             }
         }
+    }
+
+    /// The next event when the buffer starts with a whole one in the form
+    /// [`SseEvent::framed`] writes (most providers' events are): taken in one piece, its
+    /// data a slice of it and the whole kept as [`SseEvent::raw`], instead of line by line.
+    /// `None` for anything else (other fields, comments, CR line ends, data over several
+    /// lines, an event not whole yet, an event under way), which the line loop reads.
+    fn whole_event(&mut self) -> Option<SseEvent> {
+        if self.scanned != 0 || self.has_data() || self.event.is_some() {
+            return None;
+        }
+        let buf = &self.buf[..];
+        let (name, at) = match buf.strip_prefix(b"event: ") {
+            Some(rest) => {
+                let end = 7 + memchr::memchr2(b'\n', b'\r', rest)?;
+                if buf[end] != b'\n' || end > MAX_LINE {
+                    return None;
+                }
+                (Some(7..end), end + 1)
+            }
+            None => (None, 0),
+        };
+        let rest = buf[at..].strip_prefix(b"data: ")?;
+        let end = at + 6 + memchr::memchr2(b'\n', b'\r', rest)?;
+        let whole = buf[end] == b'\n' && buf.get(end + 1) == Some(&b'\n');
+        // Over a bound: the line loop ends the decoding.
+        if !whole || end - at > MAX_LINE || end - at - 6 + 1 > MAX_EVENT {
+            return None;
+        }
+        // A name not UTF-8 is read lossily by the line loop, and written so.
+        let event = match name {
+            Some(name) => Some(std::str::from_utf8(&buf[name]).ok()?.to_owned()),
+            None => None,
+        };
+        let raw = self.buf.split_to(end + 2).freeze();
+        Some(SseEvent {
+            event,
+            data: raw.slice(at + 6..end),
+            raw: Some(raw),
+        })
     }
 
     /// Whether the event has had a `data:` line (its first is held, or two or more joined).
@@ -301,6 +363,72 @@ mod tests {
         assert_eq!(evs[0].event, None);
         assert_eq!(evs[1].event.as_deref(), Some("ping"));
         assert_eq!(evs[1].data, Bytes::from_static(b"1\n2"));
+    }
+
+    /// An event in the form the gateway writes is taken whole and kept as it came; any other
+    /// is read line by line; either way the events are the same wherever the bytes are cut.
+    #[test]
+    fn events_in_the_written_form_are_kept_as_they_came() {
+        let stream: &[u8] =
+            b"data: {\"a\":1}\n\nevent: ping\ndata: {}\n\n: keep\n\ndata: x\r\n\r\n\
+            event:e\ndata: y\n\nid: 1\ndata: z\n\ndata: p\ndata: q\n\ndata: last\n\n";
+        let read = |events: &[SseEvent]| {
+            events
+                .iter()
+                .map(|e| (e.event.clone(), e.data.clone()))
+                .collect::<Vec<_>>()
+        };
+        let mut dec = SseDecoder::new();
+        dec.push(stream);
+        let whole = all(&mut dec);
+        let named = |name: &str, data: &'static [u8]| (Some(name.to_owned()), Bytes::from(data));
+        let bare = |data: &'static [u8]| (None, Bytes::from(data));
+        assert_eq!(
+            read(&whole),
+            vec![
+                bare(b"{\"a\":1}"),
+                named("ping", b"{}"),
+                bare(b"x"),
+                named("e", b"y"),
+                bare(b"z"),
+                bare(b"p\nq"),
+                bare(b"last"),
+            ]
+        );
+        let raws: Vec<_> = whole.iter().map(|e| e.raw.as_deref()).collect();
+        assert_eq!(
+            raws,
+            vec![
+                Some(&b"data: {\"a\":1}\n\n"[..]),
+                Some(b"event: ping\ndata: {}\n\n"),
+                None,
+                None,
+                None,
+                None,
+                Some(b"data: last\n\n"),
+            ]
+        );
+        // Framed with its own name, a raw event is what it came as; with another, it is
+        // framed anew.
+        assert_eq!(
+            &whole[1].framed(Some("ping"))[..],
+            b"event: ping\ndata: {}\n\n"
+        );
+        assert_eq!(&whole[1].framed(None)[..], b"data: {}\n\n");
+        assert_eq!(&whole[3].framed(Some("e"))[..], b"event: e\ndata: y\n\n");
+        for cut in 0..=stream.len() {
+            let mut dec = SseDecoder::new();
+            dec.push(&stream[..cut]);
+            let mut events = all(&mut dec);
+            dec.push(&stream[cut..]);
+            events.extend(all(&mut dec));
+            assert_eq!(read(&events), read(&whole), "cut at {cut}");
+            for e in &events {
+                if let Some(raw) = &e.raw {
+                    assert_eq!(raw, &frame(e.event.as_deref(), &e.data), "cut at {cut}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -357,10 +357,7 @@ impl Relay {
                 self.tracker = inner;
             }
             for framed in resumed.committed.head {
-                let ev = SseEvent {
-                    event: None,
-                    data: decode_data(&framed),
-                };
+                let ev = SseEvent::new(None, decode_data(&framed));
                 if let Some(again) = self.handle(&ev) {
                     return Box::pin(self.cut(again)).await;
                 }

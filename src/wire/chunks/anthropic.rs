@@ -223,7 +223,7 @@ impl ChunkTracker {
             _ => {} // ping, and types we do not know: passed on
         }
         let name = ev.event.as_deref().unwrap_or(view.kind.as_ref());
-        ChunkAction::Forward(encode_event(name, &ev.data))
+        ChunkAction::Forward(ev.framed(Some(name)))
     }
 }
 
@@ -233,10 +233,10 @@ mod tests {
     use crate::canonical::Dialect;
 
     fn ev(name: &str, data: &str) -> SseEvent {
-        SseEvent {
-            event: Some(name.to_owned()),
-            data: Bytes::copy_from_slice(data.as_bytes()),
-        }
+        SseEvent::new(
+            Some(name.to_owned()),
+            Bytes::copy_from_slice(data.as_bytes()),
+        )
     }
 
     fn forwarded(action: ChunkAction) -> String {

@@ -107,7 +107,7 @@ pub enum ChunkAction {
 }
 
 /// Identity of the stream, copied into chunks we write ourselves.
-#[derive(Debug, Default, Clone, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 pub struct ChunkMeta {
     #[serde(default)]
     id: Option<String>,
@@ -115,6 +115,27 @@ pub struct ChunkMeta {
     model: Option<String>,
     #[serde(default)]
     created: Option<u64>,
+}
+
+impl ChunkMeta {
+    /// The identity in a chunk the scanner accepted, from the spans of its `id`, `model` and
+    /// `created`: `None` when one of them is not what [`ChunkMeta`] reads (a string, a whole
+    /// number, or `null`), as serde_json would refuse it.
+    fn scan(data: &[u8], [id, model, created]: [Option<Range<usize>>; 3]) -> Option<ChunkMeta> {
+        let text = |span| match scan::not_null(data, span) {
+            None => Some(None),
+            Some(span) => scan::text(data, span).map(|t| Some(t.into_owned())),
+        };
+        let created = match scan::not_null(data, created) {
+            None => None,
+            Some(span) => Some(scan::whole_number(&data[span])?),
+        };
+        Some(ChunkMeta {
+            id: text(id)?,
+            model: text(model)?,
+            created,
+        })
+    }
 }
 
 /// Reads a stream's events just enough to know where the stream stands.
@@ -214,18 +235,21 @@ struct ChunkRead {
     text: Option<String>,
     /// The `usage` field, when not `null`: its counts, when they read as such.
     usage: Option<Option<Usage>>,
+    /// The stream's identity, when asked for and the chunk has it in the form
+    /// [`ChunkMeta`] reads.
+    meta: Option<ChunkMeta>,
 }
 
 impl ChunkRead {
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
     /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
     /// then reads (or refuses) as serde_json does.
-    fn scan(data: &[u8], capture: bool) -> Option<ChunkRead> {
+    fn scan(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
-        let ([_, usage, error], choices) = scan::fields_and_items(
+        let ([_, usage, error, id, model, created], choices) = scan::fields_and_items(
             data,
-            ["choices", "usage", "error"],
+            ["choices", "usage", "error", "id", "model", "created"],
             0,
             ["delta", "finish_reason"],
             |[delta, finish]| {
@@ -267,14 +291,18 @@ impl ChunkRead {
         }
         read.choices = choices > 0;
         read.usage = given(usage).map(|u| serde_json::from_slice(&data[u]).ok());
+        if meta {
+            read.meta = ChunkMeta::scan(data, [id, model, created]);
+        }
         Some(read)
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
-    fn parse(data: &[u8], capture: bool) -> Option<ChunkRead> {
+    fn parse(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
         let view = serde_json::from_slice::<ChunkView<'_>>(data).ok()?;
         let mut read = ChunkRead {
             error: view.error.map(error_message),
+            meta: meta.then(|| serde_json::from_slice(data).ok()).flatten(),
             ..ChunkRead::default()
         };
         let choices = view.choices.unwrap_or_default();
@@ -307,11 +335,11 @@ impl ChunkRead {
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub fn fuzz_chunk_read(data: &[u8]) {
-    for capture in [false, true] {
-        if let Some(scanned) = ChunkRead::scan(data, capture) {
+    for (capture, meta) in [(false, false), (true, true)] {
+        if let Some(scanned) = ChunkRead::scan(data, capture, meta) {
             assert_eq!(
                 Some(scanned),
-                ChunkRead::parse(data, capture),
+                ChunkRead::parse(data, capture, meta),
                 "an OpenAI chunk"
             );
         }
@@ -387,9 +415,9 @@ impl ChunkTracker {
         if ev.data.as_ref() == DONE {
             return ChunkAction::Done;
         }
-        let capture = self.capture_text;
-        let read =
-            ChunkRead::scan(&ev.data, capture).or_else(|| ChunkRead::parse(&ev.data, capture));
+        let (capture, meta) = (self.capture_text, self.meta.is_none());
+        let read = ChunkRead::scan(&ev.data, capture, meta)
+            .or_else(|| ChunkRead::parse(&ev.data, capture, meta));
         let Some(read) = read else {
             self.malformed += 1;
             return ChunkAction::Skip;
@@ -404,8 +432,8 @@ impl ChunkTracker {
         }
         self.content_chunks += read.content;
         self.finished |= read.finished;
-        if self.meta.is_none() {
-            self.meta = serde_json::from_slice(&ev.data).ok();
+        if meta {
+            self.meta = read.meta;
         }
         if let (false, Some(usage)) = (read.choices, read.usage) {
             self.usage_seen = true;
@@ -414,7 +442,7 @@ impl ChunkTracker {
                 return ChunkAction::Skip;
             }
         }
-        ChunkAction::Forward(encode_data(&ev.data))
+        ChunkAction::Forward(ev.framed(None))
     }
 
     /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself;
@@ -458,10 +486,7 @@ mod tests {
     use super::*;
 
     fn ev(data: &str) -> SseEvent {
-        SseEvent {
-            event: None,
-            data: Bytes::copy_from_slice(data.as_bytes()),
-        }
+        SseEvent::new(None, Bytes::copy_from_slice(data.as_bytes()))
     }
 
     #[test]
@@ -481,15 +506,35 @@ mod tests {
             r#"{"usage":{"prompt_tokens":3},"error":null}"#,
             r#"{"object":"chat.completion.chunk"}"#,
             r#" { "choices" : [ { "delta" : { "content" : "x" } } ] } "#,
+            r#"{"id":null,"model":"\u00e9","created":null,"choices":[]}"#,
+            r#"{"id":7,"choices":[]}"#,
+            r#"{"id":"c","created":1.5,"choices":[]}"#,
+            r#"{"id":"c","created":-1,"choices":[]}"#,
+            r#"{"model":"\ud800","choices":[]}"#,
         ];
         for chunk in chunks {
-            for capture in [false, true] {
-                let scanned = ChunkRead::scan(chunk.as_bytes(), capture);
+            for (capture, meta) in [(false, false), (true, false), (false, true)] {
+                let scanned = ChunkRead::scan(chunk.as_bytes(), capture, meta);
                 let scanned = scanned.unwrap_or_else(|| panic!("not scanned: {chunk}"));
-                let parsed = ChunkRead::parse(chunk.as_bytes(), capture);
+                let parsed = ChunkRead::parse(chunk.as_bytes(), capture, meta);
                 assert_eq!(Some(scanned), parsed, "{chunk}");
             }
         }
+        // The identity is read when asked for, and only in the form serde_json reads.
+        let meta = |chunk: &str| ChunkRead::scan(chunk.as_bytes(), false, true).unwrap().meta;
+        let first = meta(chunks[0]).unwrap();
+        assert_eq!(
+            (first.id.as_deref(), first.model.as_deref(), first.created),
+            (Some("c1"), Some("m"), Some(1))
+        );
+        assert_eq!(meta(chunks[14]).unwrap().model.as_deref(), Some("\u{e9}"));
+        assert!(chunks[15..].iter().all(|c| meta(c).is_none()));
+        assert_eq!(
+            ChunkRead::scan(chunks[0].as_bytes(), false, false)
+                .unwrap()
+                .meta,
+            None
+        );
         // What the scan leaves to serde_json: read the same, or refused.
         let unusual = [
             r#"{"choices":null}"#,
@@ -502,11 +547,15 @@ mod tests {
             r#"[null,null,null]"#,
         ];
         for chunk in unusual {
-            assert_eq!(ChunkRead::scan(chunk.as_bytes(), true), None, "{chunk}");
+            assert_eq!(
+                ChunkRead::scan(chunk.as_bytes(), true, true),
+                None,
+                "{chunk}"
+            );
         }
-        let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true).is_none();
+        let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true, true).is_none();
         assert!(refused(unusual[1]) && refused(unusual[2]) && refused(unusual[3]));
-        let stop = ChunkRead::parse(unusual[4].as_bytes(), true).unwrap();
+        let stop = ChunkRead::parse(unusual[4].as_bytes(), true, true).unwrap();
         assert!(stop.finished);
     }
 

@@ -261,7 +261,7 @@ impl ChunkTracker {
             _ => {} // content_part.*, *.done, and types we do not know: passed on
         }
         let name = ev.event.as_deref().unwrap_or(view.kind.as_ref());
-        ChunkAction::Forward(encode_event(name, &ev.data))
+        ChunkAction::Forward(ev.framed(Some(name)))
     }
 
     /// A Responses stream's progress (with text capture on: what a continuation needs).
@@ -307,10 +307,7 @@ mod tests {
         let name = serde_json::from_str::<serde_json::Value>(data)
             .ok()
             .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_owned)));
-        SseEvent {
-            event: name,
-            data: Bytes::copy_from_slice(data.as_bytes()),
-        }
+        SseEvent::new(name, Bytes::copy_from_slice(data.as_bytes()))
     }
 
     fn forwarded(action: ChunkAction) -> String {
