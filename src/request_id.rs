@@ -41,16 +41,12 @@ fn uuid_v7(unix_ms: u64, rand: u128) -> String {
         | (((rand >> 62) & 0xfff) << 64)
         | (0b10 << 62)
         | (rand & 0x3fff_ffff_ffff_ffff);
-    let mut out = [0u8; 36];
-    let mut at = 0;
-    for (i, byte) in v.to_be_bytes().into_iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            out[at] = b'-';
-            at += 1;
-        }
+    // Where each of the 16 bytes' two digits go: dashes after the 4th, 6th, 8th and 10th.
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+    let mut out = [b'-'; 36];
+    for (byte, at) in v.to_be_bytes().into_iter().zip(AT) {
         out[at] = HEX[usize::from(byte >> 4)];
         out[at + 1] = HEX[usize::from(byte & 0xf)];
-        at += 2;
     }
     // Hex digits and dashes only: always UTF-8. (Written a byte at a time rather than pushed a
     // `char` at a time: each push checked the capacity and encoded the char.)

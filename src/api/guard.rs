@@ -94,10 +94,15 @@ impl Hosts {
 /// the brackets or a trailing dot. Borrowed unless it had capitals (the client API checks the
 /// `Host` of every request).
 fn host_of(authority: &str) -> Cow<'_, str> {
-    let a = authority.trim();
+    // Header values are ASCII (`to_str`): trimmed and searched by byte, not by char (a
+    // `rsplit_once(':')` cost ~150 instructions, on every client API request).
+    let a = authority.trim_ascii();
     let host = match a.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => a.rsplit_once(':').map_or(a, |(h, _)| h),
+        None => match a.bytes().rposition(|b| b == b':') {
+            Some(colon) => &a[..colon],
+            None => a,
+        },
     };
     let host = host.trim_end_matches('.');
     if host.bytes().any(|b| b.is_ascii_uppercase()) {
