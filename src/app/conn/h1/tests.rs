@@ -39,6 +39,31 @@ fn a_plain_request_is_served_here() {
     ));
 }
 
+/// A target that is one of the client API's endpoints takes the `Uri` made for it once; any
+/// other is parsed: either way the request's `Uri` is its target.
+#[test]
+fn the_uri_is_the_target_whether_known_or_not() {
+    for target in [
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/responses",
+        "/v1/responses?x=1",
+        "/v1/messages/count_tokens",
+        "/v1/chat",
+        "/healthz",
+    ] {
+        let head = format!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n");
+        let mut fields = Vec::new();
+        let Parse::Head(h) = parse(head.as_bytes(), &mut fields, 1000) else {
+            panic!("not served here: {head}");
+        };
+        let bytes = Bytes::from(head.clone());
+        let (uri, headers) = uri_and_fields(&mut fields, &h, &bytes).unwrap();
+        assert_eq!(uri.path_and_query().map(|p| p.as_str()), Some(target));
+        assert_eq!(headers["host"], "a");
+    }
+}
+
 #[test]
 fn a_head_not_yet_whole_is_partial() {
     assert!(matches!(
