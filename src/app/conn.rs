@@ -350,12 +350,6 @@ impl ConnState {
         }
     }
 
-    /// The soonest the connection can be due once a request's head has arrived whole: the
-    /// idle deadline counted from now (its response ends later).
-    fn idle_from_now(&self) -> Instant {
-        crate::clock::after(Instant::now(), self.slot.0.idle_timeout)
-    }
-
     /// A request head may have begun arriving ([`heads`]): with no request in flight, its
     /// head is due within `header_timeout` from now.
     fn head_begins(&self) {

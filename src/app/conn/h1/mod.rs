@@ -93,7 +93,6 @@ pub(super) async fn serve(
     let mut shutting_down = false;
     let (mut at, _) = state.due();
     let mut timer = pin!(tokio::time::sleep_until(at));
-    let mut first = true;
     loop {
         // The next request's head, within `header_timeout` of its first byte (or of the
         // accept), `idle_timeout` of the last response, or until the drain.
@@ -135,14 +134,6 @@ pub(super) async fn serve(
             Turn::Hyper => return Outcome::Hyper(conn.tcp, conn.buf.freeze()),
             Turn::End(ended) => return Outcome::Ended(ended),
         };
-        if std::mem::take(&mut first) {
-            // The accept's header deadline is met: the timer moves, once a connection, to the
-            // soonest the next deadline can be, rather than fire `header_timeout` into every
-            // connection (and wake its thread, with the timer wheel's cascades before) only
-            // to be moved then. Later heads move it only when one comes in pieces.
-            at = state.idle_from_now();
-            timer.as_mut().reset(at);
-        }
         let Some((request, mut feed)) = conn.request(head) else {
             return Outcome::Hyper(conn.tcp, conn.buf.freeze());
         };
