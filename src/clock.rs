@@ -15,6 +15,19 @@ pub fn wall_ms_i64() -> i64 {
     i64::try_from(wall_ms()).unwrap_or(i64::MAX)
 }
 
+/// Tests: poll `task`, one that never ends (a background loop), for `secs` of tokio's paused
+/// clock.
+#[cfg(test)]
+pub(crate) async fn run_for(
+    task: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    secs: u64,
+) {
+    tokio::select! {
+        () = task => unreachable!("the task never ends"),
+        () = tokio::time::sleep(std::time::Duration::from_secs(secs)) => {}
+    }
+}
+
 /// `now + d` on tokio's clock, or, when that cannot be represented, a time further than any
 /// deadline matters (about a century on). `Instant + Duration` panics on overflow, and the
 /// durations added on the request path come from the config (bounded when it is loaded, but a

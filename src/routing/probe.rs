@@ -89,17 +89,6 @@ mod tests {
 
     use super::*;
 
-    /// Run `prober` for `secs` (of the paused clock).
-    async fn for_a_while(
-        prober: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
-        secs: u64,
-    ) {
-        tokio::select! {
-            () = prober => unreachable!("the prober never ends"),
-            () = tokio::time::sleep(Duration::from_secs(secs)) => {}
-        }
-    }
-
     /// While nothing is held the prober sleeps; a breaker leaving `closed` wakes it (even one
     /// that left before the prober began to wait), and it ticks until nothing is held.
     #[tokio::test(start_paused = true)]
@@ -120,12 +109,12 @@ mod tests {
         };
         let prober = run_with(&wake, scan);
         tokio::pin!(prober);
-        for_a_while(prober.as_mut(), 10).await;
+        crate::clock::run_for(prober.as_mut(), 10).await;
         assert_eq!(scans.get(), 1, "idle: one scan, then asleep");
 
         held_for.set(5);
         wake.notify_one();
-        for_a_while(prober.as_mut(), 10).await;
+        crate::clock::run_for(prober.as_mut(), 10).await;
         assert_eq!(
             scans.get(),
             1 + 6,
@@ -136,7 +125,7 @@ mod tests {
         trip_after_scan.set(true);
         held_for.set(1);
         wake.notify_one();
-        for_a_while(prober.as_mut(), 10).await;
+        crate::clock::run_for(prober.as_mut(), 10).await;
         assert_eq!(
             scans.get(),
             7 + 3,

@@ -175,20 +175,13 @@ interval = "5s"
             every.get().map(|d| now + d)
         });
         tokio::pin!(task);
-        let run_for = |secs| tokio::time::sleep(Duration::from_secs(secs));
-        tokio::select! {
-            () = task.as_mut() => unreachable!(),
-            () = run_for(30) => {}
-        }
+        crate::clock::run_for(task.as_mut(), 30).await;
         assert_eq!(scans.get(), 1, "nothing adaptive: one scan, then asleep");
 
         // A reload makes a route adaptive, with a 5 s interval.
         every.set(Some(Duration::from_secs(5)));
         reloaded.notify_one();
-        tokio::select! {
-            () = task.as_mut() => unreachable!(),
-            () = run_for(12) => {}
-        }
+        crate::clock::run_for(task.as_mut(), 12).await;
         assert_eq!(
             scans.get(),
             1 + 3,
@@ -198,10 +191,7 @@ interval = "5s"
         // A reload lands while a scan runs: the next scan comes at once, not at the interval.
         reload_in_scan.set(true);
         reloaded.notify_one();
-        tokio::select! {
-            () = task.as_mut() => unreachable!(),
-            () = run_for(1) => {}
-        }
+        crate::clock::run_for(task.as_mut(), 1).await;
         assert_eq!(
             scans.get(),
             4 + 2,
