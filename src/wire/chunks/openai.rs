@@ -1,0 +1,211 @@
+//! Reading one OpenAI chunk: by the scanner for a plain one ([`ChunkRead::scan`], a few
+//! instructions a byte: every chunk of every stream is read), else by serde_json
+//! ([`ChunkRead::parse`]), which reads or refuses it as the gateway always has; and the
+//! stream's identity ([`ChunkMeta`]) in the same pass.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{ChunkMeta, Usage};
+use crate::wire::scan;
+
+impl ChunkMeta {
+    /// The identity in a chunk the scanner accepted, from the spans of its `id`, `model` and
+    /// `created`: `None` when one of them is not what [`ChunkMeta`] reads (a string, a whole
+    /// number, or `null`), as serde_json would refuse it.
+    pub(super) fn scan(
+        data: &[u8],
+        [id, model, created]: [Option<Range<usize>>; 3],
+    ) -> Option<ChunkMeta> {
+        let text = |span| match scan::not_null(data, span) {
+            None => Some(None),
+            Some(span) => scan::text(data, span).map(|t| Some(t.into_owned())),
+        };
+        let created = match scan::not_null(data, created) {
+            None => None,
+            Some(span) => Some(scan::whole_number(&data[span])?),
+        };
+        Some(ChunkMeta {
+            id: text(id)?,
+            model: text(model)?,
+            created,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<ChoiceView<'a>>>,
+    #[serde(default, borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(default, borrow)]
+    delta: Option<DeltaView<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaView<'a> {
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tool_calls: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    function_call: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    refusal: Option<&'a RawValue>,
+}
+
+fn has_text(raw: Option<&RawValue>) -> bool {
+    raw.is_some_and(|r| r.get() != "\"\"")
+}
+
+/// The human message of an in-band `{"error": ...}` payload.
+fn error_message(raw: &RawValue) -> String {
+    #[derive(Deserialize)]
+    struct E {
+        message: Option<String>,
+    }
+    serde_json::from_str::<E>(raw.get())
+        .ok()
+        .and_then(|e| e.message)
+        .unwrap_or_else(|| raw.get().chars().take(200).collect())
+}
+
+/// What one OpenAI chunk says, as the tracker needs it.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct ChunkRead {
+    /// The message of an in-band `error`.
+    pub(super) error: Option<String>,
+    /// The chunk has choices.
+    pub(super) choices: bool,
+    /// Choices with content (text, a tool call, a refusal).
+    pub(super) content: u32,
+    /// A choice has a tool call.
+    pub(super) tool_calls: bool,
+    /// A choice has a `finish_reason`.
+    pub(super) finished: bool,
+    /// The choices' text, when asked for and there is some.
+    pub(super) text: Option<String>,
+    /// The `usage` field, when not `null`: its counts, when they read as such.
+    pub(super) usage: Option<Option<Usage>>,
+    /// The stream's identity, when asked for and the chunk has it in the form
+    /// [`ChunkMeta`] reads.
+    pub(super) meta: Option<ChunkMeta>,
+}
+
+impl ChunkRead {
+    /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
+    /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
+    /// then reads (or refuses) as serde_json does.
+    pub(super) fn scan(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+        let given = |span| scan::not_null(data, span);
+        let mut read = ChunkRead::default();
+        let ([_, usage, error, id, model, created], choices) = scan::fields_and_items(
+            data,
+            ["choices", "usage", "error", "id", "model", "created"],
+            0,
+            ["delta", "finish_reason"],
+            |[delta, finish]| {
+                if let Some(finish) = given(finish) {
+                    // Anything but a string without escapes is left to `parse` (which refuses
+                    // what is not a string).
+                    if data[finish.start] != b'"' || data[finish].contains(&b'\\') {
+                        return false;
+                    }
+                    read.finished = true;
+                }
+                let Some(delta) = given(delta) else {
+                    return true;
+                };
+                let Some([text, tools, function, refusal]) = scan::fields_in(
+                    data,
+                    delta,
+                    ["content", "tool_calls", "function_call", "refusal"],
+                ) else {
+                    return false;
+                };
+                let (text, refusal) = (given(text), given(refusal));
+                let tool = given(tools).is_some() || given(function).is_some();
+                let said = |r: &Option<Range<usize>>| {
+                    r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
+                };
+                if tool || said(&text) || said(&refusal) {
+                    read.content += 1;
+                }
+                read.tool_calls |= tool;
+                if let Some(text) = text.filter(|_| capture).and_then(|t| scan::text(data, t)) {
+                    read.text.get_or_insert_with(String::new).push_str(&text);
+                }
+                true
+            },
+        )?;
+        if given(error).is_some() {
+            return None; // rare: `parse` reads its message
+        }
+        read.choices = choices > 0;
+        read.usage = given(usage).map(|u| serde_json::from_slice(&data[u]).ok());
+        if meta {
+            read.meta = ChunkMeta::scan(data, [id, model, created]);
+        }
+        Some(read)
+    }
+
+    /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
+    pub(super) fn parse(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+        let view = serde_json::from_slice::<ChunkView<'_>>(data).ok()?;
+        let mut read = ChunkRead {
+            error: view.error.map(error_message),
+            meta: meta.then(|| serde_json::from_slice(data).ok()).flatten(),
+            ..ChunkRead::default()
+        };
+        let choices = view.choices.unwrap_or_default();
+        read.choices = !choices.is_empty();
+        for choice in &choices {
+            if let Some(d) = &choice.delta {
+                let tool = d.tool_calls.is_some() || d.function_call.is_some();
+                read.tool_calls |= tool;
+                if capture {
+                    if let Some(text) = d
+                        .content
+                        .and_then(|c| serde_json::from_str::<Cow<'_, str>>(c.get()).ok())
+                    {
+                        read.text.get_or_insert_with(String::new).push_str(&text);
+                    }
+                }
+                if has_text(d.content) || tool || has_text(d.refusal) {
+                    read.content += 1;
+                }
+            }
+            read.finished |= choice.finish_reason.is_some();
+        }
+        read.usage = view.usage.map(|u| serde_json::from_str(u.get()).ok());
+        Some(read)
+    }
+}
+
+/// Fuzzing: an OpenAI chunk the scanner reads, it reads as serde_json does (with and without
+/// its text), as `fuzz/fuzz_targets/json_scan.rs` checks; panics when not.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_chunk_read(data: &[u8]) {
+    for (capture, meta) in [(false, false), (true, true)] {
+        if let Some(scanned) = ChunkRead::scan(data, capture, meta) {
+            assert_eq!(
+                Some(scanned),
+                ChunkRead::parse(data, capture, meta),
+                "an OpenAI chunk"
+            );
+        }
+    }
+}
