@@ -2,7 +2,8 @@
 //! byte picks the dialect of the events (OpenAI chunks, an Anthropic stream or a Responses API
 //! stream passed through) and where the bytes are split into reads; the SSE decoder frames
 //! events (the same wherever the reads split the bytes; an event kept as it came is what the
-//! gateway would write for it) and the chunk tracker classifies each. Also the same bytes as an Anthropic or a
+//! gateway would write for it) and the chunk tracker classifies each (by its stream's shape as
+//! it would read each whole). Also the same bytes as an Anthropic or a
 //! Responses client's body for pass-through: a JSON object must stay one with the target's
 //! model spliced in.
 #![no_main]
@@ -25,13 +26,35 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut tracker = ChunkTracker::for_dialect(dialect, pick & 4 == 0);
     tracker.set_capture(pick & 8 == 0);
+    // Every chunk read whole: what reading chunks by their stream's shape must equal.
+    let mut whole = ChunkTracker::for_dialect(dialect, pick & 4 == 0).without_shapes();
+    whole.set_capture(pick & 8 == 0);
     let mut decoder = SseDecoder::new();
     let step = usize::from(pick >> 4).max(1);
     let mut events = Vec::new();
     for piece in stream.chunks(step) {
         decoder.push(piece);
         while let Some(ev) = decoder.next_event() {
-            let _ = tracker.on_event(&ev);
+            let (a, b) = (tracker.on_event(&ev), whole.on_event(&ev));
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "an event read by a shape"
+            );
+            let state = |t: &ChunkTracker| {
+                let (u, c, f) = (t.usage_seen, t.committed, t.finished);
+                (
+                    u,
+                    c,
+                    f,
+                    t.malformed,
+                    t.content_chunks,
+                    t.usage,
+                    t.tool_calls_seen,
+                )
+            };
+            assert_eq!(state(&tracker), state(&whole), "a stream read by shapes");
+            assert_eq!(tracker.last_text, whole.last_text, "a text read by a shape");
             // An event kept as it came is what the gateway would write for it.
             if let Some(raw) = &ev.raw {
                 let framed = match &ev.event {
@@ -44,9 +67,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // Wherever the reads split the bytes, the events are the same.
-    let mut whole = SseDecoder::new();
-    whole.push(stream);
-    let at_once: Vec<_> = std::iter::from_fn(|| whole.next_event())
+    let mut decoder = SseDecoder::new();
+    decoder.push(stream);
+    let at_once: Vec<_> = std::iter::from_fn(|| decoder.next_event())
         .map(|ev| (ev.event, ev.data))
         .collect();
     assert_eq!(events, at_once, "the events of the bytes read at once");

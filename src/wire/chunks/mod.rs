@@ -19,7 +19,7 @@ use crate::canonical::Dialect;
 pub(super) use anthropic::UsageView as AnthropicUsage;
 #[cfg(fuzzing)]
 pub use openai::fuzz_chunk_read;
-use openai::ChunkRead;
+use openai::{ChunkRead, ChunkShape};
 pub use responses::ResponsesProgress;
 pub(super) use responses::UsageView as ResponsesUsage;
 
@@ -149,7 +149,16 @@ pub struct ChunkTracker {
     meta: Option<ChunkMeta>,
     /// Responses API: how far the stream got (boxed: other dialects never make one).
     responses: Option<Box<ResponsesProgress>>,
+    /// OpenAI: the shape of the stream's content chunks, from one read whole; later chunks of
+    /// that shape are read by it ([`ChunkShape`]: a tenth of a scan).
+    shape: Option<Box<ChunkShape>>,
+    /// Shapes made: a stream whose chunks keep changing shape stops making them at
+    /// [`MAX_SHAPES`] (each costs a second reading of its chunk).
+    shapes: u8,
 }
+
+/// The most shapes one stream makes.
+const MAX_SHAPES: u8 = 4;
 
 impl ChunkTracker {
     /// A tracker for one OpenAI stream; `client_wants_usage` keeps the usage chunk in the output.
@@ -176,6 +185,8 @@ impl ChunkTracker {
             capture_text: false,
             meta: None,
             responses: None,
+            shape: None,
+            shapes: 0,
         }
     }
 
@@ -221,8 +232,11 @@ impl ChunkTracker {
             return ChunkAction::Done;
         }
         let (capture, meta) = (self.capture_text, self.meta.is_none());
-        let read = ChunkRead::scan(&ev.data, capture, meta)
-            .or_else(|| ChunkRead::parse(&ev.data, capture, meta));
+        let shaped = match &self.shape {
+            Some(shape) if !meta => shape.read(&ev.data, capture),
+            _ => None,
+        };
+        let read = shaped.or_else(|| self.scan(&ev.data, capture, meta));
         let Some(read) = read else {
             self.malformed += 1;
             return ChunkAction::Skip;
@@ -248,6 +262,30 @@ impl ChunkTracker {
             }
         }
         ChunkAction::Forward(ev.framed(None))
+    }
+
+    /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
+    /// can be one and the stream makes shapes.
+    fn scan(&mut self, data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+        let Some(read) = ChunkRead::scan(data, capture, meta) else {
+            return ChunkRead::parse(data, capture, meta);
+        };
+        if !meta && self.shapes < MAX_SHAPES {
+            if let Some(shape) = ChunkShape::of(data, &read) {
+                self.shape = Some(Box::new(shape));
+                self.shapes += 1;
+            }
+        }
+        Some(read)
+    }
+
+    /// Read every chunk whole, making no shape: what a shaped reading must equal (the
+    /// `stream_trackers` fuzz target compares the two).
+    #[cfg(any(test, fuzzing))]
+    #[doc(hidden)]
+    pub fn without_shapes(mut self) -> Self {
+        self.shapes = MAX_SHAPES;
+        self
     }
 
     /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself;
@@ -435,5 +473,74 @@ mod tests {
         assert!(std::str::from_utf8(&error)
             .unwrap_or_default()
             .contains("stream_interrupted"));
+    }
+
+    /// A stream's chunks alike but for their values are read by the shape of the first content
+    /// chunk, each as a whole reading reads it; a chunk of another shape is read whole.
+    #[test]
+    fn chunks_of_one_shape_read_as_whole_ones() {
+        let chunk = |text: &str, extra: &str| {
+            format!(
+                r#"{{"id":"chatcmpl-7","object":"chat.completion.chunk","created":17,"model":"m","choices":[{{"index":0,"delta":{{"content":{text}}},"logprobs":null,"finish_reason":null}}],"usage":null,"obfuscation":"{extra}"}}"#
+            )
+        };
+        let tool = |args: &str| {
+            format!(
+                r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{args}"}}}}]}},"finish_reason":null}}]}}"#
+            )
+        };
+        let stream = [
+            r#"{"id":"chatcmpl-7","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null}"#.to_owned(),
+            chunk(r#""Hi""#, "x1"),
+            chunk(r#""""#, ""),
+            chunk(r#"" th\"ere\n""#, "4nRt"),
+            chunk(r#""\ud83d\ude00 é""#, "q"),
+            chunk(r#""\ud800""#, "q"),
+            chunk("null", "q"),
+            chunk(r#""not closed"#, "q"),
+            chunk(r#""again""#, "q"),
+            tool("{\\\"a\\\""),
+            tool(":1}"),
+            r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#.to_owned(),
+            r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}"#.to_owned(),
+        ];
+        for capture in [false, true] {
+            let mut shaped = ChunkTracker::new(true);
+            let mut whole = ChunkTracker::new(true).without_shapes();
+            shaped.set_capture(capture);
+            whole.set_capture(capture);
+            for chunk in &stream {
+                let (a, b) = (shaped.on_event(&ev(chunk)), whole.on_event(&ev(chunk)));
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
+                let state = |t: &ChunkTracker| {
+                    (
+                        t.committed,
+                        t.finished,
+                        t.usage_seen,
+                        t.malformed,
+                        t.content_chunks,
+                    )
+                };
+                assert_eq!(state(&shaped), state(&whole), "{chunk}");
+                assert_eq!(shaped.last_text, whole.last_text, "{chunk}");
+                assert_eq!(shaped.tool_calls_seen, whole.tool_calls_seen, "{chunk}");
+                assert_eq!(shaped.usage, whole.usage, "{chunk}");
+            }
+            assert_eq!(shaped.content_chunks, 7);
+            // The texts' shape, the null text's, the texts' again, the tool calls': as many as
+            // a stream makes.
+            assert_eq!(shaped.shapes, MAX_SHAPES);
+            assert_eq!(whole.shapes, MAX_SHAPES);
+            assert!(whole.shape.is_none());
+        }
+        // The shape made of the first text chunk reads the later ones (but the broken one).
+        let mut t = ChunkTracker::new(false);
+        t.on_event(&ev(&stream[0]));
+        t.on_event(&ev(&stream[1]));
+        let shape = t.shape.as_ref().unwrap();
+        for (n, chunk) in stream.iter().enumerate() {
+            let read = shape.read(chunk.as_bytes(), true);
+            assert_eq!(read.is_some(), (1..=5).contains(&n) || n == 8, "{chunk}");
+        }
     }
 }

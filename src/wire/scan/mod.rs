@@ -16,6 +16,9 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+mod shape;
+pub use shape::Shape;
+
 /// Containers nested deeper than this are left to serde_json (whose own limit is 127).
 pub const MAX_DEPTH: usize = 100;
 
