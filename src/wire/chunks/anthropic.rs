@@ -10,7 +10,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChunkAction, ChunkMeta, ChunkTracker, Usage};
+use std::ops::Range;
+
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage, MAX_SHAPES};
+use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
 
 #[derive(Deserialize)]
@@ -29,6 +32,69 @@ struct EventView<'a> {
     usage: Option<UsageView>,
     #[serde(default, borrow)]
     error: Option<ErrorView<'a>>,
+}
+
+/// The type of a block's delta, the most frequent event of an Anthropic stream.
+const BLOCK_DELTA: &str = "content_block_delta";
+/// The same, as a JSON string.
+const BLOCK_DELTA_JSON: &[u8] = b"\"content_block_delta\"";
+
+/// The shape of an Anthropic stream's block deltas ([`scan::Shape`]): a `content_block_delta`
+/// event serde_json read, with its type, index and its delta's type and text kept. A later
+/// event of the shape reads as serde_json reads it when its type is the same and its index and
+/// texts read as [`EventView`]'s fields do; otherwise serde_json reads it.
+#[derive(Debug)]
+pub(super) struct BlockDeltaShape {
+    shape: scan::Shape<4>,
+}
+
+impl BlockDeltaShape {
+    /// The shape of `data`, read by serde_json as `view`, when it is a block delta with none
+    /// of the fields the shape does not keep.
+    fn of(data: &[u8], view: &EventView<'_>) -> Option<BlockDeltaShape> {
+        let plain = view.message.is_none()
+            && view.content_block.is_none()
+            && view.usage.is_none()
+            && view.error.is_none()
+            && view.delta.as_ref().is_some_and(|d| d.stop_reason.is_none());
+        if view.kind != BLOCK_DELTA || !plain {
+            return None;
+        }
+        let [kind, index, delta] = scan::fields(data, ["type", "index", "delta"])?;
+        let [delta_kind, text] = scan::fields_in(data, delta?, ["type", "text"])?;
+        let shape = scan::Shape::of(data, [kind, index, delta_kind, text])?;
+        Some(BlockDeltaShape { shape })
+    }
+
+    /// `data` read as serde_json reads it into an [`EventView`], when it has this shape and
+    /// its values read as the view's fields do.
+    fn read<'a>(&self, data: &'a [u8]) -> Option<EventView<'a>> {
+        let [kind, index, delta_kind, text] = self.shape.read(data)?;
+        if data.get(kind?)? != BLOCK_DELTA_JSON {
+            return None;
+        }
+        let text_at = |span: Option<Range<usize>>| match span {
+            None => Some(None),
+            Some(span) => scan::text(data, span).map(Some),
+        };
+        let index = match index {
+            None => None,
+            Some(span) => Some(u32::try_from(scan::whole_number(&data[span])?).ok()?),
+        };
+        Some(EventView {
+            kind: Cow::Borrowed(BLOCK_DELTA),
+            message: None,
+            index,
+            content_block: None,
+            delta: Some(DeltaView {
+                kind: text_at(delta_kind)?,
+                text: text_at(text)?,
+                stop_reason: None,
+            }),
+            usage: None,
+            error: None,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -145,9 +211,25 @@ pub(super) fn error_event(message: &str) -> Bytes {
 impl ChunkTracker {
     /// Classify one Anthropic event and update the stream's state.
     pub(super) fn on_anthropic_event(&mut self, ev: &SseEvent) -> ChunkAction {
-        let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
-            self.malformed += 1;
-            return ChunkAction::Skip;
+        let shaped = match self.shape.as_deref() {
+            Some(Shaped::BlockDelta(shape)) => shape.read(&ev.data),
+            _ => None,
+        };
+        let view = match shaped {
+            Some(view) => view,
+            None => {
+                let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
+                    self.malformed += 1;
+                    return ChunkAction::Skip;
+                };
+                if self.shapes < MAX_SHAPES {
+                    if let Some(shape) = BlockDeltaShape::of(&ev.data, &view) {
+                        self.shape = Some(Box::new(Shaped::BlockDelta(shape)));
+                        self.shapes += 1;
+                    }
+                }
+                view
+            }
         };
         self.last_text = None;
         match view.kind.as_ref() {
@@ -337,5 +419,67 @@ mod tests {
         assert_eq!(tail.len(), 1);
         assert!(String::from_utf8_lossy(&tail[0]).starts_with("event: error\n"));
         assert!(matches!(t.on_event(&ev("x", "{nope")), ChunkAction::Skip));
+    }
+
+    /// A stream's block deltas are read by the shape of the first, each as serde_json reads it;
+    /// one whose type, index or texts the view would read otherwise is read whole.
+    #[test]
+    fn block_deltas_of_one_shape_read_as_whole_ones() {
+        let delta = |index: &str, text: &str| {
+            format!(
+                r#"{{"type":"content_block_delta","index":{index},"delta":{{"type":"text_delta","text":{text}}}}}"#
+            )
+        };
+        let stream = [
+            r#"{"type":"message_start","message":{"id":"msg_1","model":"claude","usage":{"input_tokens":12}}}"#.to_owned(),
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#.to_owned(),
+            delta("0", r#""Hi""#),
+            delta("0", r#""""#),
+            delta("0", r#"" th\"ere\u00e9\n""#),
+            delta("0", r#""\ud800""#),
+            delta("-1", r#""minus""#),
+            delta("4294967296", r#""past u32""#),
+            delta("0", "null"),
+            delta("0", r#""again""#),
+            delta("0", r#""x""#).replace("text_delta", "thinking_delta"),
+            delta("0", r#""x""#).replace("content_block_delta", "content_block_delte"),
+            r#"{"type":"content_block_stop","index":0}"#.to_owned(),
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#.to_owned(),
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#.to_owned(),
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":":1}"}}"#.to_owned(),
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}"#.to_owned(),
+        ];
+        for capture in [false, true] {
+            let mut shaped = ChunkTracker::for_dialect(Dialect::Anthropic, true);
+            let mut whole = ChunkTracker::for_dialect(Dialect::Anthropic, true).without_shapes();
+            shaped.set_capture(capture);
+            whole.set_capture(capture);
+            for event in &stream {
+                let a = shaped.on_event(&ev("content_block_delta", event));
+                let b = whole.on_event(&ev("content_block_delta", event));
+                assert_eq!(forwarded(a), forwarded(b), "{event}");
+                let state = |t: &ChunkTracker| {
+                    let (c, f, m, n) = (t.committed, t.finished, t.malformed, t.content_chunks);
+                    (c, f, m, n, t.usage, t.last_text.clone(), t.blocks())
+                };
+                assert_eq!(state(&shaped), state(&whole), "{event}");
+                let seen = |t: &ChunkTracker| (t.tool_calls_seen, t.reasoning_seen);
+                assert_eq!(seen(&shaped), seen(&whole), "{event}");
+            }
+            assert_eq!(shaped.malformed, 3, "a lone surrogate, -1, past u32");
+            assert!(whole.shape.is_none());
+        }
+        // The shape made of the first delta reads those whose view reads alike.
+        let mut t = ChunkTracker::for_dialect(Dialect::Anthropic, true);
+        for event in &stream[..3] {
+            t.on_event(&ev("content_block_delta", event));
+        }
+        let Some(Shaped::BlockDelta(shape)) = t.shape.as_deref() else {
+            panic!("no shape made");
+        };
+        for (n, event) in stream.iter().enumerate() {
+            let read = shape.read(event.as_bytes());
+            assert_eq!(read.is_some(), [2, 3, 4, 9, 10].contains(&n), "{event}");
+        }
     }
 }

@@ -149,12 +149,23 @@ pub struct ChunkTracker {
     meta: Option<ChunkMeta>,
     /// Responses API: how far the stream got (boxed: other dialects never make one).
     responses: Option<Box<ResponsesProgress>>,
-    /// OpenAI: the shape of the stream's content chunks, from one read whole; later chunks of
-    /// that shape are read by it ([`ChunkShape`]: a tenth of a scan).
-    shape: Option<Box<ChunkShape>>,
+    /// The shape of the stream's most frequent events (OpenAI content chunks, Anthropic block
+    /// deltas, Responses text deltas), from one read whole; later events of that shape are read by it.
+    shape: Option<Box<Shaped>>,
     /// Shapes made: a stream whose chunks keep changing shape stops making them at
     /// [`MAX_SHAPES`] (each costs a second reading of its chunk).
     shapes: u8,
+}
+
+/// What a stream's most frequent events are read by ([`crate::wire::scan::Shape`]).
+#[derive(Debug)]
+enum Shaped {
+    /// OpenAI content chunks.
+    Chunk(ChunkShape),
+    /// Responses API text deltas.
+    TextDelta(responses::TextDeltaShape),
+    /// Anthropic block deltas.
+    BlockDelta(anthropic::BlockDeltaShape),
 }
 
 /// The most shapes one stream makes.
@@ -232,8 +243,8 @@ impl ChunkTracker {
             return ChunkAction::Done;
         }
         let (capture, meta) = (self.capture_text, self.meta.is_none());
-        let shaped = match &self.shape {
-            Some(shape) if !meta => shape.read(&ev.data, capture),
+        let shaped = match self.shape.as_deref() {
+            Some(Shaped::Chunk(shape)) if !meta => shape.read(&ev.data, capture),
             _ => None,
         };
         let read = shaped.or_else(|| self.scan(&ev.data, capture, meta));
@@ -272,7 +283,7 @@ impl ChunkTracker {
         };
         if !meta && self.shapes < MAX_SHAPES {
             if let Some(shape) = ChunkShape::of(data, &read) {
-                self.shape = Some(Box::new(shape));
+                self.shape = Some(Box::new(Shaped::Chunk(shape)));
                 self.shapes += 1;
             }
         }
@@ -537,7 +548,9 @@ mod tests {
         let mut t = ChunkTracker::new(false);
         t.on_event(&ev(&stream[0]));
         t.on_event(&ev(&stream[1]));
-        let shape = t.shape.as_ref().unwrap();
+        let Some(Shaped::Chunk(shape)) = t.shape.as_deref() else {
+            panic!("no shape made");
+        };
         for (n, chunk) in stream.iter().enumerate() {
             let read = shape.read(chunk.as_bytes(), true);
             assert_eq!(read.is_some(), (1..=5).contains(&n) || n == 8, "{chunk}");

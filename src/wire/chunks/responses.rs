@@ -9,14 +9,16 @@
 //! output items already done, and the open text item with its text ([`ResponsesProgress`]).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChunkAction, ChunkMeta, ChunkTracker, Usage};
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage, MAX_SHAPES};
 use crate::canonical::responses::{OpenText, Resume};
 use crate::canonical::RawJson;
+use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
 
 #[derive(Deserialize)]
@@ -39,6 +41,75 @@ struct EventView<'a> {
     response: Option<&'a RawValue>,
     #[serde(default, borrow)]
     message: Option<Cow<'a, str>>,
+}
+
+/// The type of a text delta, the most frequent event of a Responses stream.
+const TEXT_DELTA: &str = "response.output_text.delta";
+/// The same, as a JSON string.
+const TEXT_DELTA_JSON: &[u8] = b"\"response.output_text.delta\"";
+
+/// The shape of a Responses stream's text deltas ([`scan::Shape`]): a `response.output_text.delta`
+/// event serde_json read, with its type, numbers, item id and text kept. A later event of the
+/// shape reads as serde_json reads it when its type is the same and its numbers and texts read
+/// as [`EventView`]'s fields do; otherwise serde_json reads it.
+#[derive(Debug)]
+pub(super) struct TextDeltaShape {
+    shape: scan::Shape<6>,
+}
+
+/// The fields [`TextDeltaShape`] keeps, in its order.
+const DELTA_KEYS: [&str; 6] = [
+    "type",
+    "sequence_number",
+    "output_index",
+    "content_index",
+    "item_id",
+    "delta",
+];
+
+impl TextDeltaShape {
+    /// The shape of `data`, read by serde_json as `view`, when it is a text delta with none of
+    /// the fields the shape does not keep (`item`, `response`, `message`).
+    fn of(data: &[u8], view: &EventView<'_>) -> Option<TextDeltaShape> {
+        if view.kind != TEXT_DELTA
+            || view.item.is_some()
+            || view.response.is_some()
+            || view.message.is_some()
+        {
+            return None;
+        }
+        let shape = scan::Shape::of(data, scan::fields(data, DELTA_KEYS)?)?;
+        Some(TextDeltaShape { shape })
+    }
+
+    /// `data` read as serde_json reads it into an [`EventView`], when it has this shape and
+    /// its values read as the view's fields do.
+    fn read<'a>(&self, data: &'a [u8]) -> Option<EventView<'a>> {
+        let [kind, sequence, output, content, item_id, delta] = self.shape.read(data)?;
+        if data.get(kind?)? != TEXT_DELTA_JSON {
+            return None;
+        }
+        let number = |span: Option<Range<usize>>| match span {
+            None => Some(None),
+            Some(span) => scan::whole_number(&data[span]).map(Some),
+        };
+        let index = |span| number(span)?.map(u32::try_from).transpose().ok();
+        let text = |span: Option<Range<usize>>| match span {
+            None => Some(None),
+            Some(span) => scan::text(data, span).map(Some),
+        };
+        Some(EventView {
+            kind: Cow::Borrowed(TEXT_DELTA),
+            sequence_number: number(sequence)?,
+            output_index: index(output)?,
+            content_index: index(content)?,
+            item_id: text(item_id)?,
+            item: None,
+            delta: text(delta)?,
+            response: None,
+            message: None,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -147,9 +218,25 @@ pub(super) fn failed_event(
 impl ChunkTracker {
     /// Classify one Responses API event and update the stream's state.
     pub(super) fn on_responses_event(&mut self, ev: &SseEvent) -> ChunkAction {
-        let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
-            self.malformed += 1;
-            return ChunkAction::Skip;
+        let shaped = match self.shape.as_deref() {
+            Some(Shaped::TextDelta(shape)) => shape.read(&ev.data),
+            _ => None,
+        };
+        let view = match shaped {
+            Some(view) => view,
+            None => {
+                let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
+                    self.malformed += 1;
+                    return ChunkAction::Skip;
+                };
+                if self.shapes < MAX_SHAPES {
+                    if let Some(shape) = TextDeltaShape::of(&ev.data, &view) {
+                        self.shape = Some(Box::new(Shaped::TextDelta(shape)));
+                        self.shapes += 1;
+                    }
+                }
+                view
+            }
         };
         self.last_text = None;
         let capture = self.capture_text;
@@ -395,5 +482,66 @@ mod tests {
         assert!(tail.starts_with("event: response.failed\n"), "{tail}");
         assert!(tail.contains(r#""sequence_number":4"#), "{tail}");
         assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
+    }
+
+    /// A stream's text deltas are read by the shape of the first, each as serde_json reads it;
+    /// one whose type, numbers or texts the view would read otherwise is read whole.
+    #[test]
+    fn text_deltas_of_one_shape_read_as_whole_ones() {
+        let delta = |seq: &str, text: &str| {
+            format!(
+                r#"{{"type":"response.output_text.delta","sequence_number":{seq},"item_id":"msg_1","output_index":0,"content_index":0,"delta":{text},"logprobs":[],"obfuscation":"x{seq}"}}"#
+            )
+        };
+        let stream = [
+            r#"{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","model":"gpt-5","created_at":7,"status":"in_progress","output":[]}}"#.to_owned(),
+            r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#.to_owned(),
+            delta("2", r#""Hi""#),
+            delta("3", r#""""#),
+            delta("44", r#"" th\"ere\u00e9\n""#),
+            delta("5", r#""\ud800""#),
+            delta("-6", r#""minus""#),
+            delta("7.5", r#""half""#),
+            delta("18446744073709551616", r#""over""#),
+            delta("9", "null"),
+            delta("10", "7"),
+            delta("11", r#""again""#),
+            delta("12", r#""more""#).replace("output_text.delta", "output_text.delte"),
+            delta("13", r#""last""#).replace(r#""content_index":0"#, r#""content_index":4294967296"#),
+            r#"{"type":"response.completed","sequence_number":14,"response":{"id":"resp_1","usage":{"input_tokens":3,"output_tokens":5}}}"#.to_owned(),
+        ];
+        for capture in [false, true] {
+            let mut shaped = ChunkTracker::for_dialect(Dialect::Responses, true);
+            let mut whole = ChunkTracker::for_dialect(Dialect::Responses, true).without_shapes();
+            shaped.set_capture(capture);
+            whole.set_capture(capture);
+            for event in &stream {
+                let (a, b) = (shaped.on_event(&ev(event)), whole.on_event(&ev(event)));
+                assert_eq!(forwarded(a), forwarded(b), "{event}");
+                let state = |t: &ChunkTracker| {
+                    let (c, f, m, n) = (t.committed, t.finished, t.malformed, t.content_chunks);
+                    (c, f, m, n, t.usage, t.last_text.clone())
+                };
+                assert_eq!(state(&shaped), state(&whole), "{event}");
+                assert_eq!(shaped.responses_progress(), whole.responses_progress());
+            }
+            assert_eq!(
+                shaped.malformed, 6,
+                "a lone surrogate, -6, 7.5, past u64, a number for a text, an index past u32"
+            );
+            assert!(whole.shape.is_none());
+        }
+        // The shape made of the first delta reads those whose view reads alike.
+        let mut t = ChunkTracker::for_dialect(Dialect::Responses, true);
+        for event in &stream[..3] {
+            t.on_event(&ev(event));
+        }
+        let Some(Shaped::TextDelta(shape)) = t.shape.as_deref() else {
+            panic!("no shape made");
+        };
+        for (n, event) in stream.iter().enumerate() {
+            let read = shape.read(event.as_bytes());
+            assert_eq!(read.is_some(), [2, 3, 4, 11].contains(&n), "{event}");
+        }
     }
 }

@@ -53,22 +53,43 @@ impl<const K: usize> Shape<K> {
 
     /// When `body` has this shape, the spans in it of the values kept (`None` for those
     /// [`Shape::of`] was given none); `None` when it has not.
+    ///
+    /// The body is compared with the shape's bytes eight at a time up to where they differ;
+    /// a difference in a value (or just past one: a longer number) has that value read from
+    /// its start, and the comparison goes on after it. A value the same as the shape's is
+    /// not read: its bytes are the shape's, which the scanner accepted.
     pub fn read(&self, body: &[u8]) -> Option<[Option<Range<usize>>; K]> {
         let mut scan = Scanner {
             b: body,
             i: 0,
             high: HIGH,
         };
+        let shape = &self.bytes[..];
         let mut kept = [const { None }; K];
-        let mut from = 0;
-        for (n, hole) in self.holes.iter().enumerate() {
-            let same = &self.bytes[from..hole.start];
-            if body.get(scan.i..scan.i + same.len())? != same {
-                return None;
+        // What comes before `t` in the shape and `scan.i` in the body is the same, but for the
+        // values read; `holes[h..]` are the values not read nor passed yet.
+        let mut t = 0;
+        let mut h = 0;
+        loop {
+            let same = same_prefix(&body[scan.i..], &shape[t..]);
+            scan.i += same;
+            t += same;
+            // The values passed are the shape's own, where they are in the body.
+            while let Some(hole) = self.holes.get(h).filter(|hole| hole.end < t) {
+                self.keep(
+                    &mut kept,
+                    h,
+                    scan.i - (t - hole.start)..scan.i - (t - hole.end),
+                );
+                h += 1;
             }
-            scan.i += same.len();
+            if t == shape.len() {
+                return (scan.i == body.len()).then_some(kept);
+            }
+            let hole = self.holes.get(h).filter(|hole| hole.start <= t)?;
+            scan.i -= t - hole.start;
             let start = scan.i;
-            if self.bytes[hole.start] == b'"' {
+            if shape[hole.start] == b'"' {
                 if scan.peek()? != b'"' {
                     return None;
                 }
@@ -76,15 +97,41 @@ impl<const K: usize> Shape<K> {
             } else {
                 scan.number()?;
             }
-            for (k, at) in self.kept.iter().enumerate() {
-                if *at == n {
-                    kept[k] = Some(start..scan.i);
-                }
-            }
-            from = hole.end;
+            self.keep(&mut kept, h, start..scan.i);
+            t = hole.end;
+            h += 1;
         }
-        (body.get(scan.i..)? == &self.bytes[from..]).then_some(kept)
     }
+
+    /// `span` in `kept`, when hole `n` is kept.
+    fn keep(&self, kept: &mut [Option<Range<usize>>; K], n: usize, span: Range<usize>) {
+        for (k, at) in self.kept.iter().enumerate() {
+            if *at == n {
+                kept[k] = Some(span.clone());
+            }
+        }
+    }
+}
+
+/// How many bytes `a` and `b` start with alike, compared eight at a time.
+fn same_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    for (x, y) in a[..n].chunks_exact(8).zip(b[..n].chunks_exact(8)) {
+        let (Ok(x), Ok(y)) = (<[u8; 8]>::try_from(x), <[u8; 8]>::try_from(y)) else {
+            break;
+        };
+        let differ = u64::from_le_bytes(x) ^ u64::from_le_bytes(y);
+        if differ != 0 {
+            return i + differ.trailing_zeros() as usize / 8;
+        }
+        i += 8;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// The spans of the string and number values (not the keys) of `body`, a body the scanner
@@ -157,6 +204,18 @@ mod tests {
     }
 
     #[test]
+    fn same_prefixes() {
+        let a = b"0123456789abcdefXYZ";
+        for n in 0..a.len() {
+            let mut b = a.to_vec();
+            b[n] = b'!';
+            assert_eq!(same_prefix(a, &b), n);
+            assert_eq!(same_prefix(&a[..n], a), n);
+        }
+        assert_eq!(same_prefix(a, a), a.len());
+    }
+
+    #[test]
     fn holes_are_the_values_not_the_keys() {
         let body = r#"{"a":"x","b":[1,-2.5e3,"y\"z",{"c":null,"d":true}],"e":{"f":"g"}}"#;
         let holes: Vec<_> = holes(body.as_bytes())
@@ -177,6 +236,12 @@ mod tests {
         let [text] = shape.read(later.as_bytes()).unwrap();
         assert_eq!(&later[text.unwrap()], r#"" th\"ere é""#);
 
+        // A value longer or shorter than the shape's, first or last.
+        for (n, text) in [("12345678901", "Hi"), ("1", "H"), ("0", "")] {
+            let body = first.replace(":1,", &format!(":{n},")).replace("Hi", text);
+            let [kept] = shape.read(body.as_bytes()).unwrap();
+            assert_eq!(&body[kept.unwrap()], format!("\"{text}\""));
+        }
         for other in [
             // another key, another spacing, another kind of value, another structure
             r#"{"id":"c-1","n":1,"choices":[{"delta":{"content":"Hi"},"finish":"stop"}]}"#,
