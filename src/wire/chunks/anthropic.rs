@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use std::ops::Range;
 
-use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage, MAX_SHAPES};
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage};
 use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
 
@@ -211,25 +211,18 @@ pub(super) fn error_event(message: &str) -> Bytes {
 impl ChunkTracker {
     /// Classify one Anthropic event and update the stream's state.
     pub(super) fn on_anthropic_event(&mut self, ev: &SseEvent) -> ChunkAction {
-        let shaped = match self.shape.as_deref() {
-            Some(Shaped::BlockDelta(shape)) => shape.read(&ev.data),
-            _ => None,
-        };
-        let view = match shaped {
-            Some(view) => view,
-            None => {
-                let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
-                    self.malformed += 1;
-                    return ChunkAction::Skip;
-                };
-                if self.shapes < MAX_SHAPES {
-                    if let Some(shape) = BlockDeltaShape::of(&ev.data, &view) {
-                        self.shape = Some(Box::new(Shaped::BlockDelta(shape)));
-                        self.shapes += 1;
-                    }
-                }
-                view
-            }
+        let read = self.read_event(
+            &ev.data,
+            |shape, data| match shape {
+                Shaped::BlockDelta(shape) => shape.read(data),
+                _ => None,
+            },
+            |data| serde_json::from_slice::<EventView<'_>>(data).ok(),
+            |data, view| BlockDeltaShape::of(data, view).map(Shaped::BlockDelta),
+        );
+        let Some(view) = read else {
+            self.malformed += 1;
+            return ChunkAction::Skip;
         };
         self.last_text = None;
         match view.kind.as_ref() {

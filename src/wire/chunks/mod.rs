@@ -275,6 +275,33 @@ impl ChunkTracker {
         ChunkAction::Forward(ev.framed(None))
     }
 
+    /// An Anthropic or Responses event: read by the stream's shape when it has one that reads
+    /// it (`by_shape`), else whole (`whole`, serde_json); a shape made of what was read whole
+    /// (`shape_of`) while the stream makes shapes. `None`: not an event of the dialect.
+    fn read_event<'a, V>(
+        &mut self,
+        data: &'a [u8],
+        by_shape: impl FnOnce(&Shaped, &'a [u8]) -> Option<V>,
+        whole: impl FnOnce(&'a [u8]) -> Option<V>,
+        shape_of: impl FnOnce(&[u8], &V) -> Option<Shaped>,
+    ) -> Option<V> {
+        if let Some(view) = self
+            .shape
+            .as_deref()
+            .and_then(|shape| by_shape(shape, data))
+        {
+            return Some(view);
+        }
+        let view = whole(data)?;
+        if self.shapes < MAX_SHAPES {
+            if let Some(shape) = shape_of(data, &view) {
+                self.shape = Some(Box::new(shape));
+                self.shapes += 1;
+            }
+        }
+        Some(view)
+    }
+
     /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
     /// can be one and the stream makes shapes.
     fn scan(&mut self, data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage, MAX_SHAPES};
+use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage};
 use crate::canonical::responses::{OpenText, Resume};
 use crate::canonical::RawJson;
 use crate::wire::scan;
@@ -218,25 +218,18 @@ pub(super) fn failed_event(
 impl ChunkTracker {
     /// Classify one Responses API event and update the stream's state.
     pub(super) fn on_responses_event(&mut self, ev: &SseEvent) -> ChunkAction {
-        let shaped = match self.shape.as_deref() {
-            Some(Shaped::TextDelta(shape)) => shape.read(&ev.data),
-            _ => None,
-        };
-        let view = match shaped {
-            Some(view) => view,
-            None => {
-                let Ok(view) = serde_json::from_slice::<EventView<'_>>(&ev.data) else {
-                    self.malformed += 1;
-                    return ChunkAction::Skip;
-                };
-                if self.shapes < MAX_SHAPES {
-                    if let Some(shape) = TextDeltaShape::of(&ev.data, &view) {
-                        self.shape = Some(Box::new(Shaped::TextDelta(shape)));
-                        self.shapes += 1;
-                    }
-                }
-                view
-            }
+        let read = self.read_event(
+            &ev.data,
+            |shape, data| match shape {
+                Shaped::TextDelta(shape) => shape.read(data),
+                _ => None,
+            },
+            |data| serde_json::from_slice::<EventView<'_>>(data).ok(),
+            |data, view| TextDeltaShape::of(data, view).map(Shaped::TextDelta),
+        );
+        let Some(view) = read else {
+            self.malformed += 1;
+            return ChunkAction::Skip;
         };
         self.last_text = None;
         let capture = self.capture_text;
