@@ -41,19 +41,11 @@ fuzz_target!(|data: &[u8]| {
                 format!("{b:?}"),
                 "an event read by a shape"
             );
-            let state = |t: &ChunkTracker| {
-                let (u, c, f) = (t.usage_seen, t.committed, t.finished);
-                (
-                    u,
-                    c,
-                    f,
-                    t.malformed,
-                    t.content_chunks,
-                    t.usage,
-                    t.tool_calls_seen,
-                )
-            };
-            assert_eq!(state(&tracker), state(&whole), "a stream read by shapes");
+            assert_eq!(
+                tracker.observed(),
+                whole.observed(),
+                "a stream read by shapes"
+            );
             assert_eq!(tracker.last_text, whole.last_text, "a text read by a shape");
             // An event kept as it came is what the gateway would write for it.
             if let Some(raw) = &ev.raw {

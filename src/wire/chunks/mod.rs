@@ -326,6 +326,21 @@ impl ChunkTracker {
         self
     }
 
+    /// What reading the events has made of the stream, as seen from outside the tracker: what a
+    /// shaped reading must leave as a whole one does (the unit tests' and the
+    /// `stream_trackers` fuzz target's comparison).
+    #[cfg(any(test, fuzzing))]
+    #[doc(hidden)]
+    pub fn observed(&self) -> impl PartialEq + std::fmt::Debug + '_ {
+        (
+            (self.committed, self.finished, self.usage_seen),
+            (self.malformed, self.content_chunks, self.usage),
+            (self.tool_calls_seen, self.reasoning_seen),
+            (self.last_text.as_deref(), self.blocks(), self.stream_id()),
+            self.responses_progress(),
+        )
+    }
+
     /// What ends a complete stream: `[DONE]` (Anthropic's `message_stop` is the event itself;
     /// a Responses stream ends with its `response.completed`, already sent: nothing).
     pub fn terminator(&self) -> Bytes {
@@ -550,16 +565,7 @@ mod tests {
             for chunk in &stream {
                 let (a, b) = (shaped.on_event(&ev(chunk)), whole.on_event(&ev(chunk)));
                 assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
-                let state = |t: &ChunkTracker| {
-                    (
-                        t.committed,
-                        t.finished,
-                        t.usage_seen,
-                        t.malformed,
-                        t.content_chunks,
-                    )
-                };
-                assert_eq!(state(&shaped), state(&whole), "{chunk}");
+                assert_eq!(shaped.observed(), whole.observed(), "{chunk}");
                 assert_eq!(shaped.last_text, whole.last_text, "{chunk}");
                 assert_eq!(shaped.tool_calls_seen, whole.tool_calls_seen, "{chunk}");
                 assert_eq!(shaped.usage, whole.usage, "{chunk}");

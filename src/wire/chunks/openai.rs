@@ -238,7 +238,7 @@ impl ChunkShape {
             return None;
         }
         Some(ChunkShape {
-            shape: scan::Shape::of(data, [text])?,
+            shape: scan::Shape::of_read(data, [text])?,
             tool: given(tools).is_some() || given(function).is_some(),
         })
     }

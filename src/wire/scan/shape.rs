@@ -33,6 +33,13 @@ impl<const K: usize> Shape<K> {
     /// `None` when one of them is not such a value.
     pub fn of(body: &[u8], kept: [Option<Range<usize>>; K]) -> Option<Self> {
         super::fields(body, [])?;
+        Self::of_read(body, kept)
+    }
+
+    /// [`Shape::of`] a body the scanner has just accepted, with `kept` from that reading: not
+    /// read a second time (debug builds check it).
+    pub fn of_read(body: &[u8], kept: [Option<Range<usize>>; K]) -> Option<Self> {
+        debug_assert!(super::fields(body, []).is_some(), "a body not accepted");
         let holes = holes(body);
         let mut at = [usize::MAX; K];
         for (at, span) in at.iter_mut().zip(kept) {
