@@ -151,8 +151,14 @@ impl Scanner<'_> {
         self.b.get(self.i).copied()
     }
 
+    /// Whitespace at `i`, skipped. Bodies are mostly written without any: a byte past the
+    /// space (every token's first one) ends it at one test.
+    #[inline(always)]
     fn ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+        while let Some(&c) = self.b.get(self.i) {
+            if c > b' ' || !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                return;
+            }
             self.i += 1;
         }
     }
@@ -162,19 +168,30 @@ impl Scanner<'_> {
         (self.peek()? == c).then(|| self.i += 1)
     }
 
-    /// One value at `i`, which is not whitespace; `depth` containers enclose it.
+    /// One value at `i`, which is not whitespace; `depth` containers enclose it. Inlined into
+    /// each caller, a string, a number or a literal is read without a call: most values are
+    /// those (a call's saving and restoring of registers cost more than a short string's read).
+    #[inline(always)]
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
-            b'{' => self
-                .object(depth + 1, [], &mut |_, _| Some(false))
-                .map(drop),
-            b'[' => self.array(depth + 1, &mut |scan| scan.value(depth + 1)),
+            b'{' | b'[' => self.container(depth),
             b'"' => self.string().map(drop),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
             b'-' | b'0'..=b'9' => self.number(),
             _ => None,
+        }
+    }
+
+    /// The object or array at `i` (the recursion goes through here, not [`Scanner::value`]).
+    #[inline(never)]
+    fn container(&mut self, depth: usize) -> Option<()> {
+        if self.peek()? == b'{' {
+            self.object(depth + 1, [], &mut |_, _| Some(false))
+                .map(drop)
+        } else {
+            self.array(depth + 1, &mut |scan| scan.value(depth + 1))
         }
     }
 
@@ -219,10 +236,36 @@ impl Scanner<'_> {
     /// A string at `i` (its opening quote); whether it has escapes. No control character
     /// unescaped; the escapes JSON has (a `\u` with any four hex digits, as serde_json skips
     /// them). Plain bytes are skipped eight at a time.
+    ///
+    /// Inlined where a key or a value is read: the words up to the closing quote, for a
+    /// string with nothing else special in them (most strings: keys, short values); anything
+    /// else (an escape, a byte past ASCII, a string ending within eight bytes of the body's
+    /// end) goes on in [`Scanner::string_from`].
+    #[inline(always)]
     fn string(&mut self) -> Option<bool> {
-        // The position and mask in locals: kept in registers, not stored back at each word.
         let b = self.b;
         let mut i = self.i + 1;
+        while let Some(chunk) = b.get(i..i + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().ok()?);
+            let special = special(word) | (word & self.high);
+            if special != 0 {
+                i += special.trailing_zeros() as usize / 8;
+                if b[i] == b'"' {
+                    self.i = i + 1;
+                    return Some(false);
+                }
+                break;
+            }
+            i += 8;
+        }
+        self.string_from(i)
+    }
+
+    /// The rest of a string from `i`, a byte within it (see [`Scanner::string`]).
+    #[inline(never)]
+    fn string_from(&mut self, mut i: usize) -> Option<bool> {
+        // The position and mask in locals: kept in registers, not stored back at each word.
+        let b = self.b;
         let mut high = self.high;
         let mut escaped = false;
         loop {
