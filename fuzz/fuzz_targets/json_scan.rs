@@ -1,7 +1,7 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for; and what the gateway reads
-//! with it (a chat request, the usage of an OpenAI answer passed on, a chunk of an OpenAI
-//! stream) is what it reads with serde_json alone.
+//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream) is
+//! what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -10,6 +10,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
+use switchyard::canonical::Dialect;
 use switchyard::wire::{scan, transcode, ChatRequest};
 
 const KEYS: [&str; 4] = ["model", "messages", "choices", "usage"];
@@ -28,8 +29,13 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let theirs = transcode::fuzz_completion_usage(data).ok();
-    let ours = transcode::native_usage(switchyard::canonical::Dialect::OpenAi, data).ok();
+    let ours = transcode::native_usage(Dialect::OpenAi, data).ok();
     assert_eq!(ours, theirs, "the usage of an OpenAI answer");
+    for dialect in [Dialect::Anthropic, Dialect::Responses] {
+        let theirs = transcode::fuzz_whole_usage(dialect, data).map_err(|e| e.to_string());
+        let ours = transcode::native_usage(dialect, data).map_err(|e| e.to_string());
+        assert_eq!(ours, theirs, "the usage of a {dialect:?} answer");
+    }
     switchyard::wire::chunks::fuzz_chunk_read(data);
     let body = Bytes::copy_from_slice(data);
     let theirs = ChatRequest::fuzz_parse_by_serde(body.clone()).map(|r| format!("{r:?}"));

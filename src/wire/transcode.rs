@@ -139,6 +139,27 @@ pub fn stream_from_openai_with(
 /// The usage of a whole answer of `dialect` passed on as it came (same-dialect pass-through),
 /// read shallowly; an error when the body is not an answer of that dialect.
 pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, TranslateError> {
+    match dialect {
+        Dialect::OpenAi => match plain_completion_usage(body) {
+            Some(usage) => Ok(usage),
+            None => completion_usage(body),
+        },
+        // The scanner finds the usage; only that object is read by serde_json.
+        Dialect::Anthropic => match plain_usage::<AnthropicUsage>(body, "content") {
+            Some(usage) => Ok(usage.map(|u| u.usage())),
+            None => whole_usage(dialect, body),
+        },
+        Dialect::Responses => match plain_usage::<ResponsesUsage>(body, "output") {
+            Some(usage) => Ok(usage.map(|u| u.usage())),
+            None => whole_usage(dialect, body),
+        },
+        Dialect::Gemini => Ok(dialect.parse_response(body)?.usage.map(Usage::from)),
+    }
+}
+
+/// [`native_usage`] of an Anthropic message or a Responses API response, read by serde_json
+/// alone (which says why a body is refused).
+fn whole_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, TranslateError> {
     #[derive(serde::Deserialize)]
     struct Message {
         /// Only its presence is checked.
@@ -156,21 +177,35 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
         #[serde(default)]
         usage: Option<ResponsesUsage>,
     }
-    match dialect {
-        Dialect::OpenAi => match plain_completion_usage(body) {
-            Some(usage) => Ok(usage),
-            None => completion_usage(body),
-        },
-        Dialect::Anthropic => {
-            let message: Message = serde_json::from_slice(body)?;
-            Ok(message.usage.map(|u| u.usage()))
-        }
-        Dialect::Responses => {
-            let response: Response = serde_json::from_slice(body)?;
-            Ok(response.usage.map(|u| u.usage()))
-        }
-        Dialect::Gemini => Ok(dialect.parse_response(body)?.usage.map(Usage::from)),
+    if dialect == Dialect::Anthropic {
+        let message: Message = serde_json::from_slice(body)?;
+        Ok(message.usage.map(|u| u.usage()))
+    } else {
+        let response: Response = serde_json::from_slice(body)?;
+        Ok(response.usage.map(|u| u.usage()))
     }
+}
+
+/// The `usage` of a plain object `body` (see [`scan`]) that has `required` (any value), as
+/// [`whole_usage`] reads it: the scanner checks the body and finds the usage, serde_json reads
+/// only that object. `None` when the scanner does not take the body, `required` is missing or
+/// serde_json does not take the usage: [`whole_usage`] then says why, or accepts what is not
+/// plain.
+fn plain_usage<U: serde::de::DeserializeOwned>(body: &[u8], required: &str) -> Option<Option<U>> {
+    let [present, usage] = scan::fields(body, [required, "usage"])?;
+    present?;
+    match scan::not_null(body, usage) {
+        None => Some(None),
+        Some(usage) => serde_json::from_slice(&body[usage]).ok().map(Some),
+    }
+}
+
+/// Fuzzing: [`native_usage`] of an Anthropic message or a Responses API response read by
+/// serde_json alone, to compare with the scanner's reading (`fuzz/fuzz_targets/json_scan.rs`).
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_whole_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, TranslateError> {
+    whole_usage(dialect, body)
 }
 
 /// [`native_usage`] of a `chat.completion` body, read by serde_json (which says why a body is
@@ -304,5 +339,73 @@ mod tests {
                 String::from_utf8_lossy(malformed)
             );
         }
+    }
+
+    /// An Anthropic message's or a Responses API response's usage, found by the scanner and
+    /// read alone, is what serde_json reading the whole body gives, and a body either refuses
+    /// is refused with serde_json's own error.
+    #[test]
+    fn a_usage_found_by_the_scanner_reads_as_the_whole_body_read_by_serde() {
+        let anthropic: [&[u8]; 12] = [
+            br#"{"content":[],"usage":{"input_tokens":3,"output_tokens":2,"cache_creation":{"ephemeral_1h_input_tokens":5}}}"#,
+            br#" {"usage": null, "content": "x"} "#,
+            br#"{"content":{}}"#,
+            br#"{"content":[],"usage":{"input_tokens":-3}}"#,
+            br#"{"content":[],"usage":{"input_tokens":1.5}}"#,
+            br#"{"content":[],"usage":7}"#,
+            br#"{"content":[],"usage":{},"usage":{}}"#,
+            br#"{"content":[],"usage":{"input_tokens":1,"input_tokens":2}}"#,
+            br#"{"\u0063ontent":[],"usage":{"input_tokens":4}}"#,
+            br#"{"usage":{"input_tokens":4}}"#,
+            br#"{"content":[],"usage":{"input_tokens":4}} x"#,
+            br#"[{"content":[]}]"#,
+        ];
+        let responses: [&[u8]; 4] = [
+            br#"{"output":[],"usage":{"input_tokens":3,"output_tokens":2,"input_tokens_details":{"cached_tokens":1}}}"#,
+            br#"{"output":null,"usage":{"input_tokens":"3"}}"#,
+            br#"{"usage":{"input_tokens":3}}"#,
+            br#"{"output":[],"usage":{"input_tokens":18446744073709551616}}"#,
+        ];
+        let read = |d, body: &[u8]| match native_usage(d, body) {
+            Ok(usage) => Ok(usage),
+            Err(e) => Err(e.to_string()),
+        };
+        let whole = |d, body: &[u8]| match whole_usage(d, body) {
+            Ok(usage) => Ok(usage),
+            Err(e) => Err(e.to_string()),
+        };
+        let bodies = (anthropic.iter().map(|b| (Dialect::Anthropic, b)))
+            .chain(responses.iter().map(|b| (Dialect::Responses, b)));
+        let mut counted = 0;
+        for (dialect, body) in bodies {
+            let ours = read(dialect, body);
+            assert_eq!(
+                ours,
+                whole(dialect, body),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+            counted += usize::from(matches!(ours, Ok(Some(_))));
+        }
+        assert_eq!(counted, 3, "three bodies have a usage");
+        let found = |body| plain_usage::<AnthropicUsage>(body, "content").map(|u| u.is_some());
+        assert_eq!(found(anthropic[0]), Some(true), "read by the scanner");
+        assert_eq!(
+            found(anthropic[1]),
+            Some(false),
+            "a null usage, by the scanner"
+        );
+        assert_eq!(
+            found(anthropic[6]),
+            None,
+            "a usage twice: serde_json says why"
+        );
+        assert_eq!(
+            read(Dialect::Anthropic, anthropic[0]),
+            Ok(Some(Usage {
+                cache_write_tokens: 5,
+                ..Usage::new(3 + 5, 2)
+            }))
+        );
     }
 }
