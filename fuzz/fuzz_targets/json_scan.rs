@@ -1,7 +1,7 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for; and what the gateway reads
-//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream) is
-//! what it reads with serde_json alone.
+//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream, a
+//! Responses API event and the response or item in it) is what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(ours, theirs, "the usage of a {dialect:?} answer");
     }
     switchyard::wire::chunks::fuzz_chunk_read(data);
+    switchyard::wire::chunks::fuzz_responses_event_read(data);
     let body = Bytes::copy_from_slice(data);
     let theirs = ChatRequest::fuzz_parse_by_serde(body.clone()).map(|r| format!("{r:?}"));
     let ours = ChatRequest::parse(body).map(|r| format!("{r:?}"));

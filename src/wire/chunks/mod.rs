@@ -20,6 +20,8 @@ pub(super) use anthropic::UsageView as AnthropicUsage;
 #[cfg(fuzzing)]
 pub use openai::fuzz_chunk_read;
 use openai::{ChunkRead, ChunkShape};
+#[cfg(fuzzing)]
+pub use responses::fuzz_event_read as fuzz_responses_event_read;
 pub use responses::ResponsesProgress;
 pub(super) use responses::UsageView as ResponsesUsage;
 

@@ -9,167 +9,22 @@
 //! output items already done, and the open text item with its text ([`ResponsesProgress`]).
 
 use std::borrow::Cow;
-use std::ops::Range;
 
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage};
 use crate::canonical::responses::{OpenText, Resume};
 use crate::canonical::RawJson;
-use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
 
-#[derive(Deserialize)]
-struct EventView<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    sequence_number: Option<u64>,
-    #[serde(default)]
-    output_index: Option<u32>,
-    #[serde(default)]
-    content_index: Option<u32>,
-    #[serde(default, borrow)]
-    item_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    item: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    delta: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    response: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    message: Option<Cow<'a, str>>,
-}
+mod views;
 
-/// The type of a text delta, the most frequent event of a Responses stream.
-const TEXT_DELTA: &str = "response.output_text.delta";
-/// The same, as a JSON string.
-const TEXT_DELTA_JSON: &[u8] = b"\"response.output_text.delta\"";
-
-/// The shape of a Responses stream's text deltas ([`scan::Shape`]): a `response.output_text.delta`
-/// event serde_json read, with its type, numbers, item id and text kept. A later event of the
-/// shape reads as serde_json reads it when its type is the same and its numbers and texts read
-/// as [`EventView`]'s fields do; otherwise serde_json reads it.
-#[derive(Debug)]
-pub(super) struct TextDeltaShape {
-    shape: scan::Shape<6>,
-}
-
-/// The fields [`TextDeltaShape`] keeps, in its order.
-const DELTA_KEYS: [&str; 6] = [
-    "type",
-    "sequence_number",
-    "output_index",
-    "content_index",
-    "item_id",
-    "delta",
-];
-
-impl TextDeltaShape {
-    /// The shape of `data`, read by serde_json as `view`, when it is a text delta with none of
-    /// the fields the shape does not keep (`item`, `response`, `message`).
-    fn of(data: &[u8], view: &EventView<'_>) -> Option<TextDeltaShape> {
-        if view.kind != TEXT_DELTA
-            || view.item.is_some()
-            || view.response.is_some()
-            || view.message.is_some()
-        {
-            return None;
-        }
-        let shape = scan::Shape::of_read(data, scan::fields(data, DELTA_KEYS)?)?;
-        Some(TextDeltaShape { shape })
-    }
-
-    /// `data` read as serde_json reads it into an [`EventView`], when it has this shape and
-    /// its values read as the view's fields do.
-    fn read<'a>(&self, data: &'a [u8]) -> Option<EventView<'a>> {
-        let [kind, sequence, output, content, item_id, delta] = self.shape.read(data)?;
-        if data.get(kind?)? != TEXT_DELTA_JSON {
-            return None;
-        }
-        let number = |span: Option<Range<usize>>| match span {
-            None => Some(None),
-            Some(span) => scan::whole_number(&data[span]).map(Some),
-        };
-        let index = |span| number(span)?.map(u32::try_from).transpose().ok();
-        let text = |span: Option<Range<usize>>| match span {
-            None => Some(None),
-            Some(span) => scan::text(data, span).map(Some),
-        };
-        Some(EventView {
-            kind: Cow::Borrowed(TEXT_DELTA),
-            sequence_number: number(sequence)?,
-            output_index: index(output)?,
-            content_index: index(content)?,
-            item_id: text(item_id)?,
-            item: None,
-            delta: text(delta)?,
-            response: None,
-            message: None,
-        })
-    }
-}
-
-#[derive(Deserialize)]
-struct ItemView<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ResponseView<'a> {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    created_at: Option<u64>,
-    #[serde(default)]
-    usage: Option<UsageView>,
-    #[serde(default, borrow)]
-    error: Option<ErrorView<'a>>,
-}
-
-/// A Responses `usage`: `input_tokens` counts the cached ones, as OpenAI Chat's does.
-#[derive(Deserialize)]
-pub(in crate::wire) struct UsageView {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    input_tokens_details: Option<InputDetailsView>,
-}
-
-#[derive(Deserialize)]
-struct InputDetailsView {
-    #[serde(default)]
-    cached_tokens: u64,
-    #[serde(default)]
-    cache_write_tokens: u64,
-}
-
-impl UsageView {
-    pub(in crate::wire) fn usage(&self) -> Usage {
-        let details = self.input_tokens_details.as_ref();
-        Usage {
-            prompt_tokens: self.input_tokens,
-            completion_tokens: self.output_tokens,
-            cache_read_tokens: details.map_or(0, |d| d.cached_tokens),
-            cache_write_tokens: details.map_or(0, |d| d.cache_write_tokens),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct ErrorView<'a> {
-    #[serde(default, borrow)]
-    message: Option<Cow<'a, str>>,
-}
+#[cfg(fuzzing)]
+pub use views::fuzz_event_read;
+pub(super) use views::TextDeltaShape;
+pub(in crate::wire) use views::UsageView;
+use views::{EventView, ItemView, ResponseView};
 
 /// How far a Responses stream the client has seen got: what a continuation needs to go on
 /// with the same response (kept only with text capture on).
@@ -224,7 +79,7 @@ impl ChunkTracker {
                 Shaped::TextDelta(shape) => shape.read(data),
                 _ => None,
             },
-            |data| serde_json::from_slice::<EventView<'_>>(data).ok(),
+            EventView::read,
             |data, view| TextDeltaShape::of(data, view).map(Shaped::TextDelta),
         );
         let Some(view) = read else {
@@ -242,9 +97,7 @@ impl ChunkTracker {
         }
         match view.kind.as_ref() {
             "response.created" | "response.in_progress" | "response.queued" => {
-                let response = view
-                    .response
-                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok());
+                let response = view.response.and_then(ResponseView::read);
                 if let Some(r) = response {
                     progress.created_at = r.created_at.or(progress.created_at);
                     if self.meta.is_none() {
@@ -257,9 +110,7 @@ impl ChunkTracker {
                 }
             }
             "response.output_item.added" => {
-                let item = view
-                    .item
-                    .and_then(|i| serde_json::from_str::<ItemView<'_>>(i.get()).ok());
+                let item = view.item.and_then(ItemView::read);
                 match item.as_ref().map(|i| i.kind.as_ref()) {
                     Some("message") => {
                         if capture {
@@ -298,14 +149,15 @@ impl ChunkTracker {
             }
             "response.output_item.done" if capture => {
                 if let Some(item) = view.item {
-                    progress.done_items.push(RawJson::from_raw(item));
+                    // JSON (read by the scanner or serde_json): taken whole here.
+                    if let Ok(item) = serde_json::from_str::<&RawValue>(item.0) {
+                        progress.done_items.push(RawJson::from_raw(item));
+                    }
                 }
                 progress.open_text = None;
             }
             "response.completed" | "response.incomplete" => {
-                let response = view
-                    .response
-                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok());
+                let response = view.response.and_then(ResponseView::read);
                 if let Some(u) = response.and_then(|r| r.usage) {
                     self.usage_seen = true;
                     self.usage = Some(u.usage());
@@ -318,7 +170,7 @@ impl ChunkTracker {
             "response.failed" => {
                 let message = view
                     .response
-                    .and_then(|r| serde_json::from_str::<ResponseView<'_>>(r.get()).ok())
+                    .and_then(ResponseView::read)
                     .and_then(|r| r.error)
                     .and_then(|e| e.message)
                     .map(Cow::into_owned);
