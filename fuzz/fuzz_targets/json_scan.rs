@@ -1,7 +1,7 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for; and what the gateway reads
-//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream, a
-//! Responses API event and the response or item in it) is what it reads with serde_json alone.
+//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream, an
+//! Anthropic or Responses API event and what it carries) is what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
     }
     switchyard::wire::chunks::fuzz_chunk_read(data);
     switchyard::wire::chunks::fuzz_responses_event_read(data);
+    switchyard::wire::chunks::fuzz_anthropic_event_read(data);
     let body = Bytes::copy_from_slice(data);
     let theirs = ChatRequest::fuzz_parse_by_serde(body.clone()).map(|r| format!("{r:?}"));
     let ours = ChatRequest::parse(body).map(|r| format!("{r:?}"));

@@ -10,18 +10,22 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use std::ops::Range;
-
+use super::fields::{index, nested, owned_text, raw, text, Raw};
 use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage};
 use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
 
+/// What the tracker reads of an event. Read by the scanner when it takes the event and every
+/// value reads as its field's type (the nested objects, small, by serde_json), else by
+/// serde_json, which reads it or says no: the reading is serde_json's either way. A stream's
+/// block deltas are read by their shape ([`BlockDeltaShape`]).
 #[derive(Deserialize)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct EventView<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
     #[serde(default, borrow)]
-    message: Option<&'a RawValue>,
+    message: Option<Raw<'a>>,
     #[serde(default)]
     index: Option<u32>,
     #[serde(default, borrow)]
@@ -32,6 +36,38 @@ struct EventView<'a> {
     usage: Option<UsageView>,
     #[serde(default, borrow)]
     error: Option<ErrorView<'a>>,
+}
+
+impl<'a> EventView<'a> {
+    /// `data` read as serde_json reads it: by the scanner when it can, else by serde_json.
+    fn read(data: &'a [u8]) -> Option<EventView<'a>> {
+        Self::scan(data).or_else(|| serde_json::from_slice(data).ok())
+    }
+
+    /// `data` read by the scanner, when it takes it and every value reads as its field's type.
+    fn scan(data: &'a [u8]) -> Option<EventView<'a>> {
+        let [kind, message, index_at, block, delta, usage, error] = scan::fields(
+            data,
+            [
+                "type",
+                "message",
+                "index",
+                "content_block",
+                "delta",
+                "usage",
+                "error",
+            ],
+        )?;
+        Some(EventView {
+            kind: scan::text(data, kind?)?,
+            message: raw(data, message)?,
+            index: index(data, index_at)?,
+            content_block: nested(data, block)?,
+            delta: nested(data, delta)?,
+            usage: nested(data, usage)?,
+            error: nested(data, error)?,
+        })
+    }
 }
 
 /// The type of a block's delta, the most frequent event of an Anthropic stream.
@@ -73,22 +109,14 @@ impl BlockDeltaShape {
         if data.get(kind?)? != BLOCK_DELTA_JSON {
             return None;
         }
-        let text_at = |span: Option<Range<usize>>| match span {
-            None => Some(None),
-            Some(span) => scan::text(data, span).map(Some),
-        };
-        let index = match index {
-            None => None,
-            Some(span) => Some(u32::try_from(scan::whole_number(&data[span])?).ok()?),
-        };
         Some(EventView {
             kind: Cow::Borrowed(BLOCK_DELTA),
             message: None,
-            index,
+            index: self::index(data, index)?,
             content_block: None,
             delta: Some(DeltaView {
-                kind: text_at(delta_kind)?,
-                text: text_at(text)?,
+                kind: self::text(data, delta_kind)?,
+                text: self::text(data, text)?,
                 stop_reason: None,
             }),
             usage: None,
@@ -98,12 +126,14 @@ impl BlockDeltaShape {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct TypeView<'a> {
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct DeltaView<'a> {
     #[serde(rename = "type", default, borrow)]
     kind: Option<Cow<'a, str>>,
@@ -117,6 +147,7 @@ struct DeltaView<'a> {
 /// prompt cache read and wrote; the write's total is `cache_creation_input_tokens`, else the
 /// sum of its parts by time to live (`cache_creation`). In a stream every field is optional.
 #[derive(Deserialize, Default)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 pub(in crate::wire) struct UsageView {
     #[serde(default)]
     input_tokens: Option<u64>,
@@ -131,6 +162,7 @@ pub(in crate::wire) struct UsageView {
 }
 
 #[derive(Deserialize, Default)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct CacheCreationView {
     #[serde(default)]
     ephemeral_5m_input_tokens: u64,
@@ -179,6 +211,7 @@ impl UsageView {
 }
 
 #[derive(Deserialize)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct MessageView {
     #[serde(default)]
     id: Option<String>,
@@ -188,7 +221,25 @@ struct MessageView {
     usage: Option<UsageView>,
 }
 
+impl MessageView {
+    /// The message `raw` read as serde_json reads it: by the scanner when it can (its usage,
+    /// a small object, by serde_json).
+    fn read(raw: Raw<'_>) -> Option<MessageView> {
+        let scanned = || {
+            let [id, model, usage] = raw.fields(["id", "model", "usage"])?;
+            let data = raw.0.as_bytes();
+            Some(MessageView {
+                id: owned_text(data, id)?,
+                model: owned_text(data, model)?,
+                usage: nested(data, usage)?,
+            })
+        };
+        scanned().or_else(|| serde_json::from_str(raw.0).ok())
+    }
+}
+
 #[derive(Deserialize)]
+#[cfg_attr(any(test, fuzzing), derive(Debug))]
 struct ErrorView<'a> {
     #[serde(default, borrow)]
     message: Option<Cow<'a, str>>,
@@ -217,7 +268,7 @@ impl ChunkTracker {
                 Shaped::BlockDelta(shape) => shape.read(data),
                 _ => None,
             },
-            |data| serde_json::from_slice::<EventView<'_>>(data).ok(),
+            EventView::read,
             |data, view| BlockDeltaShape::of(data, view).map(Shaped::BlockDelta),
         );
         let Some(view) = read else {
@@ -227,9 +278,7 @@ impl ChunkTracker {
         self.last_text = None;
         match view.kind.as_ref() {
             "message_start" => {
-                let message = view
-                    .message
-                    .and_then(|m| serde_json::from_str::<MessageView>(m.get()).ok());
+                let message = view.message.and_then(MessageView::read);
                 if let Some(m) = message {
                     if let Some(u) = m.usage {
                         u.merge_into(self.usage.get_or_insert_with(Usage::default));
@@ -299,6 +348,26 @@ impl ChunkTracker {
         }
         let name = ev.event.as_deref().unwrap_or(view.kind.as_ref());
         ChunkAction::Forward(ev.framed(Some(name)))
+    }
+}
+
+/// Fuzzing (`fuzz/fuzz_targets/json_scan.rs`): an Anthropic event, and the message it carries,
+/// the scanner reads, read as serde_json reads them; panics when not.
+#[cfg(fuzzing)]
+pub fn fuzz_event_read(data: &[u8]) {
+    let Some(scanned) = EventView::scan(data) else {
+        return;
+    };
+    let theirs = serde_json::from_slice::<EventView<'_>>(data).ok();
+    let (ours, theirs) = (
+        format!("{:?}", Some(&scanned)),
+        format!("{:?}", theirs.as_ref()),
+    );
+    assert_eq!(ours, theirs, "an Anthropic event");
+    if let Some(raw) = scanned.message {
+        let theirs = serde_json::from_str::<MessageView>(raw.0).ok();
+        let ours = MessageView::read(raw);
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "a message");
     }
 }
 
@@ -468,5 +537,58 @@ mod tests {
             let read = shape.read(event.as_bytes());
             assert_eq!(read.is_some(), [2, 3, 4, 9, 10].contains(&n), "{event}");
         }
+    }
+
+    /// The events Anthropic sends are read by the scanner as serde_json reads them, and what
+    /// the scanner does not read so is left to serde_json: the reading is serde_json's.
+    #[test]
+    fn events_read_by_the_scanner_read_as_by_serde() {
+        // Read by the scanner (the last message's id is a number: no message, as serde_json).
+        let sent = [
+            r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-x","stop_reason":null,"usage":{"input_tokens":25,"cache_read_input_tokens":7,"output_tokens":1}}}"#,
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type": "ping"}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi \"x\""}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+            r#"{"type":"message_stop"}"#,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            r#"{"type":"x","message":null,"index":null,"delta":null,"usage":null}"#,
+            r#"{"type":"x","message":{"id":1}}"#,
+        ];
+        let left = [
+            r#"{"type":"x","index":4294967296}"#,
+            r#"{"type":"x","index":-1}"#,
+            r#"{"type":"x","type":"y"}"#,
+            r#"{"\u0074ype":"message_stop"}"#,
+            r#"{"type":"x","delta":{"text":7}}"#,
+            r#"{"type":"x","usage":{"output_tokens":1.5}}"#,
+            r#"{"type":"x"}x"#,
+        ];
+        let debug = |view: Option<&EventView<'_>>| format!("{view:?}");
+        for event in sent.iter().chain(&left) {
+            let scanned = EventView::scan(event.as_bytes());
+            assert_eq!(scanned.is_some(), sent.contains(event), "{event}");
+            let theirs = serde_json::from_str::<EventView<'_>>(event).ok();
+            let ours = EventView::read(event.as_bytes());
+            assert_eq!(debug(ours.as_ref()), debug(theirs.as_ref()), "{event}");
+            if let Some(raw) = ours.and_then(|v| v.message) {
+                let theirs = serde_json::from_str::<MessageView>(raw.0).ok();
+                let ours = MessageView::read(raw);
+                assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{}", raw.0);
+            }
+        }
+        let start = EventView::scan(sent[0].as_bytes()).unwrap();
+        let message = MessageView::read(start.message.unwrap()).unwrap();
+        assert_eq!(message.id.as_deref(), Some("msg_1"));
+        assert_eq!(
+            message.usage.map(|u| u.usage()),
+            Some(Usage {
+                cache_read_tokens: 7,
+                ..Usage::new(32, 1)
+            })
+        );
+        let id_number = MessageView::read(Raw(r#"{"id":1,"model":"m"}"#));
+        assert!(id_number.is_none(), "serde_json's reading: no message");
     }
 }

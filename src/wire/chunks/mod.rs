@@ -7,6 +7,7 @@
 //! `routing::attempt` reads a stream with it up to the commit point, `routing::relay` after it.
 
 mod anthropic;
+mod fields;
 mod openai;
 mod responses;
 
@@ -16,6 +17,8 @@ use serde::Deserialize;
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
 
+#[cfg(fuzzing)]
+pub use anthropic::fuzz_event_read as fuzz_anthropic_event_read;
 pub(super) use anthropic::UsageView as AnthropicUsage;
 #[cfg(fuzzing)]
 pub use openai::fuzz_chunk_read;

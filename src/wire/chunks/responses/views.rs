@@ -6,11 +6,10 @@
 //! deltas are read by their shape ([`TextDeltaShape`]).
 
 use std::borrow::Cow;
-use std::ops::Range;
 
-use serde::{Deserialize, Deserializer};
-use serde_json::value::RawValue;
+use serde::Deserialize;
 
+use crate::wire::chunks::fields::{index, nested, number, owned_text, raw, text, Raw};
 use crate::wire::scan;
 
 #[derive(Deserialize)]
@@ -70,69 +69,6 @@ impl<'a> EventView<'a> {
             response: raw(data, response)?,
             message: text(data, message)?,
         })
-    }
-}
-
-/// A value's JSON text as it came: serde_json's `RawValue` of it, or the scanner's span.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Raw<'a>(pub(super) &'a str);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        <&'de RawValue>::deserialize(d).map(|raw| Raw(raw.get()))
-    }
-}
-
-impl<'a> Raw<'a> {
-    /// The fields of this object value that are `keys`, by the scanner (the value is JSON,
-    /// checked by whichever read it).
-    fn fields<const N: usize>(self, keys: [&str; N]) -> Option<[Option<Range<usize>>; N]> {
-        scan::fields_in(self.0.as_bytes(), 0..self.0.len(), keys)
-    }
-}
-
-/// The value at `span` of an `Option<u64>` field as serde_json reads it (absent or `null`:
-/// `None`); `None` when it does not read as one.
-fn number(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u64>> {
-    match scan::not_null(data, span) {
-        None => Some(None),
-        Some(span) => scan::whole_number(&data[span]).map(Some),
-    }
-}
-
-/// [`number`], for an `Option<u32>` field.
-fn index(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u32>> {
-    number(data, span)?.map(u32::try_from).transpose().ok()
-}
-
-/// As [`number`], for an `Option<Cow<str>>` field.
-fn text(data: &[u8], span: Option<Range<usize>>) -> Option<Option<Cow<'_, str>>> {
-    match scan::not_null(data, span) {
-        None => Some(None),
-        Some(span) => scan::text(data, span).map(Some),
-    }
-}
-
-/// As [`number`], for an `Option<String>` field.
-fn owned_text(data: &[u8], span: Option<Range<usize>>) -> Option<Option<String>> {
-    Some(text(data, span)?.map(Cow::into_owned))
-}
-
-/// As [`number`], for an `Option<Raw>` field.
-fn raw(data: &[u8], span: Option<Range<usize>>) -> Option<Option<Raw<'_>>> {
-    match scan::not_null(data, span) {
-        None => Some(None),
-        // The scanner took `data`, so it is UTF-8; a span of it from a value's first byte to
-        // its last is too.
-        Some(span) => std::str::from_utf8(&data[span]).ok().map(|s| Some(Raw(s))),
-    }
-}
-
-/// As [`number`], for an `Option<T>` field that serde_json reads (a small object).
-fn nested<'a, T: Deserialize<'a>>(data: &'a [u8], span: Option<Range<usize>>) -> Option<Option<T>> {
-    match scan::not_null(data, span) {
-        None => Some(None),
-        Some(span) => serde_json::from_slice(&data[span]).ok().map(Some),
     }
 }
 
