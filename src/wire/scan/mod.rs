@@ -3,7 +3,9 @@
 //!
 //! serde_json reading a body into a struct of skipped and borrowed fields costs ~16
 //! instructions a byte (each key matched through a visitor, each skipped value walked by
-//! the generic deserializer); this costs a few (strings are skipped eight bytes at a time).
+//! the generic deserializer); this costs a few on long strings (skipped eight bytes at a
+//! time) and about ten on bodies dense with short keys and values, most of it a token's own
+//! reading (a string, a number or a literal is read without a call).
 //!
 //! It answers only for plain bodies and says `None` for anything else: not JSON, not an
 //! object, not UTF-8, a top-level key written with escapes, one of the keys asked for twice,
