@@ -41,7 +41,7 @@ pub(super) fn number(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u
     }
 }
 
-/// [`number`], for an `Option<u32>` field.
+/// As [`number`], for an `Option<u32>` field.
 pub(super) fn index(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u32>> {
     number(data, span)?.map(u32::try_from).transpose().ok()
 }
