@@ -227,14 +227,14 @@ impl MessageView {
     fn read(raw: Raw<'_>) -> Option<MessageView> {
         let scanned = || {
             let [id, model, usage] = raw.fields(["id", "model", "usage"])?;
-            let data = raw.0.as_bytes();
+            let data = raw.0;
             Some(MessageView {
                 id: owned_text(data, id)?,
                 model: owned_text(data, model)?,
                 usage: nested(data, usage)?,
             })
         };
-        scanned().or_else(|| serde_json::from_str(raw.0).ok())
+        scanned().or_else(|| serde_json::from_slice(raw.0).ok())
     }
 }
 
@@ -365,7 +365,7 @@ pub fn fuzz_event_read(data: &[u8]) {
     );
     assert_eq!(ours, theirs, "an Anthropic event");
     if let Some(raw) = scanned.message {
-        let theirs = serde_json::from_str::<MessageView>(raw.0).ok();
+        let theirs = serde_json::from_slice::<MessageView>(raw.0).ok();
         let ours = MessageView::read(raw);
         assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "a message");
     }
@@ -573,9 +573,9 @@ mod tests {
             let ours = EventView::read(event.as_bytes());
             assert_eq!(debug(ours.as_ref()), debug(theirs.as_ref()), "{event}");
             if let Some(raw) = ours.and_then(|v| v.message) {
-                let theirs = serde_json::from_str::<MessageView>(raw.0).ok();
+                let theirs = serde_json::from_slice::<MessageView>(raw.0).ok();
                 let ours = MessageView::read(raw);
-                assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{}", raw.0);
+                assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{raw:?}");
             }
         }
         let start = EventView::scan(sent[0].as_bytes()).unwrap();
@@ -588,7 +588,7 @@ mod tests {
                 ..Usage::new(32, 1)
             })
         );
-        let id_number = MessageView::read(Raw(r#"{"id":1,"model":"m"}"#));
+        let id_number = MessageView::read(Raw(br#"{"id":1,"model":"m"}"#));
         assert!(id_number.is_none(), "serde_json's reading: no message");
     }
 }

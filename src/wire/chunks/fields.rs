@@ -11,13 +11,23 @@ use serde_json::value::RawValue;
 
 use crate::wire::scan;
 
-/// A value's JSON text as it came: serde_json's `RawValue` of it, or the scanner's span.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Raw<'a>(pub(super) &'a str);
+/// A value's JSON text as it came: serde_json's `RawValue` of it, or the scanner's span. Bytes,
+/// not `str`: what reads it reads them as JSON (the scanner, or serde_json, which checks the
+/// UTF-8 of what it reads), and the scanner's span is not checked as UTF-8 a second time.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) struct Raw<'a>(pub(super) &'a [u8]);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        <&'de RawValue>::deserialize(d).map(|raw| Raw(raw.get()))
+        <&'de RawValue>::deserialize(d).map(|raw| Raw(raw.get().as_bytes()))
+    }
+}
+
+impl std::fmt::Debug for Raw<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Raw")
+            .field(&String::from_utf8_lossy(self.0))
+            .finish()
     }
 }
 
@@ -28,7 +38,7 @@ impl<'a> Raw<'a> {
         self,
         keys: [&str; N],
     ) -> Option<[Option<Range<usize>>; N]> {
-        scan::fields_in(self.0.as_bytes(), 0..self.0.len(), keys)
+        scan::fields_in(self.0, 0..self.0.len(), keys)
     }
 }
 
@@ -61,12 +71,7 @@ pub(super) fn owned_text(data: &[u8], span: Option<Range<usize>>) -> Option<Opti
 
 /// As [`number`], for an `Option<Raw>` field.
 pub(super) fn raw(data: &[u8], span: Option<Range<usize>>) -> Option<Option<Raw<'_>>> {
-    match scan::not_null(data, span) {
-        None => Some(None),
-        // The scanner took `data`, so it is UTF-8; a span of it from a value's first byte to
-        // its last is too.
-        Some(span) => std::str::from_utf8(&data[span]).ok().map(|s| Some(Raw(s))),
-    }
+    Some(scan::not_null(data, span).map(|span| Raw(&data[span])))
 }
 
 /// As [`number`], for an `Option<T>` field that serde_json reads (a small object).

@@ -72,6 +72,44 @@ pub fn fields_and_items<const N: usize, const M: usize>(
     Some((found, count))
 }
 
+/// The spans of the values of `N` keys, each `None` when its key is absent.
+pub type Spans<const N: usize> = [Option<Range<usize>>; N];
+
+/// The spans in `body` of the values of `inner_keys` in one of the values of
+/// [`fields_and_nested`], and which key's value that is.
+pub type Nested<const M: usize> = (usize, Spans<M>);
+
+/// [`fields`], and, in the same pass, for the first value of one of `keys[nested]` that is a
+/// plain object, the spans in `body` of the values of `inner_keys` in it (as [`fields_in`]
+/// would find them, without reading the value again). `None` as [`fields`] says it; no
+/// [`Nested`] when no such value is a plain object.
+pub fn fields_and_nested<const N: usize, const M: usize>(
+    body: &[u8],
+    keys: [&str; N],
+    nested: &[usize],
+    inner_keys: [&str; M],
+) -> Option<(Spans<N>, Option<Nested<M>>)> {
+    let mut inner = None;
+    let found = read(body, keys, &mut |k, scan| {
+        if inner.is_some() || scan.peek() != Some(b'{') || !nested.contains(&k) {
+            return Some(false);
+        }
+        let start = scan.i;
+        match scan.object(1, inner_keys, &mut |_, _| Some(false)) {
+            Some(spans) => {
+                inner = Some((k, spans));
+                Some(true)
+            }
+            // Not plain (a key with escapes, say): read as any other value.
+            None => {
+                scan.i = start;
+                Some(false)
+            }
+        }
+    })?;
+    Some((found, inner))
+}
+
 /// `span`, unless the value there is `null` (which serde_json reads as an absent `Option`).
 pub fn not_null(body: &[u8], span: Option<Range<usize>>) -> Option<Range<usize>> {
     span.filter(|r| &body[r.clone()] != b"null")
@@ -429,6 +467,56 @@ mod tests {
             None,
             "a key asked for, twice"
         );
+    }
+
+    /// A nested object's fields are found in the outer pass as `fields_in` finds them after
+    /// it; one that is not a plain object is read as any other value, and the body with it.
+    #[test]
+    fn finds_the_fields_of_a_nested_object_in_the_same_pass() {
+        let nested_of = |body: &str| {
+            let b = body.as_bytes();
+            let (found, nested) = fields_and_nested(b, ["a", "b", "c"], &[0, 2], ["x", "y"])?;
+            assert_eq!(Some(found.clone()), fields(b, ["a", "b", "c"]), "{body}");
+            if let Some((k, spans)) = &nested {
+                let span = found[*k].clone().unwrap();
+                assert_eq!(
+                    Some(spans.clone()),
+                    fields_in(b, span, ["x", "y"]),
+                    "{body}"
+                );
+            }
+            Some(nested.map(|(k, spans)| (k, spans.map(|s| at(body, &s).map(str::to_owned)))))
+        };
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(
+            nested_of(r#"{"b":{"x":1},"a":{"y":[2],"z":{"x":3},"x":"é"}}"#),
+            Some(Some((0, [some(r#""é""#), some("[2]")])))
+        );
+        assert_eq!(
+            nested_of(r#"{"c":{"x":1},"a":{"x":2}}"#),
+            Some(Some((2, [some("1"), None]))),
+            "the first one"
+        );
+        assert_eq!(nested_of(r#"{"a":[1],"b":2}"#), Some(None), "not an object");
+        assert_eq!(
+            nested_of(r#"{"a":{"\u0078":1}}"#),
+            Some(None),
+            "a key with escapes"
+        );
+        assert_eq!(
+            nested_of(r#"{"a":{"x":1,"x":2}}"#),
+            Some(None),
+            "a key twice"
+        );
+        assert_eq!(
+            nested_of(r#"{"a":{"\u0078":1},"c":{"y":2}}"#),
+            Some(Some((2, [None, some("2")]))),
+            "the first plain one"
+        );
+        assert_eq!(nested_of(r#"{"a":{"x":1,}}"#), None, "not JSON");
+        assert_eq!(nested_of(r#"{"a":{"x":1}} x"#), None, "not JSON after it");
+        let not_utf8 = fields_and_nested(b"{\"a\":{\"x\":\"\xff\"}}", ["a"], &[0], ["x"]);
+        assert_eq!(not_utf8, None, "not UTF-8");
     }
 
     /// The `b` of each item of the array `a` of `body`.

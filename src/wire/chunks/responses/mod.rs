@@ -22,9 +22,9 @@ mod views;
 
 #[cfg(fuzzing)]
 pub use views::fuzz_event_read;
+use views::EventRead;
 pub(super) use views::TextDeltaShape;
 pub(in crate::wire) use views::UsageView;
-use views::{EventView, ItemView, ResponseView};
 
 /// How far a Responses stream the client has seen got: what a continuation needs to go on
 /// with the same response (kept only with text capture on).
@@ -79,13 +79,14 @@ impl ChunkTracker {
                 Shaped::TextDelta(shape) => shape.read(data),
                 _ => None,
             },
-            EventView::read,
-            |data, view| TextDeltaShape::of(data, view).map(Shaped::TextDelta),
+            EventRead::read,
+            |data, read| TextDeltaShape::of(data, read).map(Shaped::TextDelta),
         );
-        let Some(view) = read else {
+        let Some(read) = read else {
             self.malformed += 1;
             return ChunkAction::Skip;
         };
+        let view = &read.view;
         self.last_text = None;
         let capture = self.capture_text;
         let progress = self.responses.get_or_insert_with(Default::default);
@@ -97,7 +98,7 @@ impl ChunkTracker {
         }
         match view.kind.as_ref() {
             "response.created" | "response.in_progress" | "response.queued" => {
-                let response = view.response.and_then(ResponseView::read);
+                let response = read.response();
                 if let Some(r) = response {
                     progress.created_at = r.created_at.or(progress.created_at);
                     if self.meta.is_none() {
@@ -110,7 +111,7 @@ impl ChunkTracker {
                 }
             }
             "response.output_item.added" => {
-                let item = view.item.and_then(ItemView::read);
+                let item = read.item();
                 match item.as_ref().map(|i| i.kind.as_ref()) {
                     Some("message") => {
                         if capture {
@@ -150,14 +151,14 @@ impl ChunkTracker {
             "response.output_item.done" if capture => {
                 if let Some(item) = view.item {
                     // JSON (read by the scanner or serde_json): taken whole here.
-                    if let Ok(item) = serde_json::from_str::<&RawValue>(item.0) {
+                    if let Ok(item) = serde_json::from_slice::<&RawValue>(item.0) {
                         progress.done_items.push(RawJson::from_raw(item));
                     }
                 }
                 progress.open_text = None;
             }
             "response.completed" | "response.incomplete" => {
-                let response = view.response.and_then(ResponseView::read);
+                let response = read.response();
                 if let Some(u) = response.and_then(|r| r.usage) {
                     self.usage_seen = true;
                     self.usage = Some(u.usage());
@@ -168,16 +169,15 @@ impl ChunkTracker {
                 self.usage_seen = true;
             }
             "response.failed" => {
-                let message = view
-                    .response
-                    .and_then(ResponseView::read)
+                let message = read
+                    .response()
                     .and_then(|r| r.error)
                     .and_then(|e| e.message)
                     .map(Cow::into_owned);
                 return ChunkAction::Error(message.unwrap_or_else(|| "response failed".into()));
             }
             "error" => {
-                let message = view.message.map(Cow::into_owned);
+                let message = view.message.as_deref().map(str::to_owned);
                 return ChunkAction::Error(message.unwrap_or_else(|| "upstream error".into()));
             }
             kind if kind.starts_with("response.reasoning") => {

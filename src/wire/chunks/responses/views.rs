@@ -6,6 +6,7 @@
 //! deltas are read by their shape ([`TextDeltaShape`]).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 
@@ -48,17 +49,32 @@ const EVENT_KEYS: [&str; 9] = [
     "message",
 ];
 
-impl<'a> EventView<'a> {
+/// The keys of an event's `response` and `item` a [`ResponseView`] and an [`ItemView`] read,
+/// found in the event's own pass.
+const NESTED_KEYS: [&str; 6] = ["id", "model", "created_at", "usage", "error", "type"];
+/// [`EVENT_KEYS`]' `item` and `response`.
+const ITEM: usize = 5;
+const RESPONSE: usize = 7;
+
+/// An event as the tracker reads it: its [`EventView`], and when the scanner read it, the
+/// fields of the `response` or `item` it carries, found in the same pass: each read once.
+pub(super) struct EventRead<'a> {
+    pub(super) view: EventView<'a>,
+    data: &'a [u8],
+    nested: Option<scan::Nested<6>>,
+}
+
+impl<'a> EventRead<'a> {
     /// `data` read as serde_json reads it: by the scanner when it can, else by serde_json.
-    pub(super) fn read(data: &'a [u8]) -> Option<EventView<'a>> {
-        Self::scan(data).or_else(|| serde_json::from_slice(data).ok())
+    pub(super) fn read(data: &'a [u8]) -> Option<EventRead<'a>> {
+        Self::scan(data).or_else(|| Some(Self::alone(serde_json::from_slice(data).ok()?, data)))
     }
 
     /// `data` read by the scanner, when it takes it and every value reads as its field's type.
-    pub(super) fn scan(data: &'a [u8]) -> Option<EventView<'a>> {
-        let [kind, sequence, output, content, item_id, item, delta, response, message] =
-            scan::fields(data, EVENT_KEYS)?;
-        Some(EventView {
+    pub(super) fn scan(data: &'a [u8]) -> Option<EventRead<'a>> {
+        let ([kind, sequence, output, content, item_id, item, delta, response, message], nested) =
+            scan::fields_and_nested(data, EVENT_KEYS, &[ITEM, RESPONSE], NESTED_KEYS)?;
+        let view = EventView {
             kind: scan::text(data, kind?)?,
             sequence_number: number(data, sequence)?,
             output_index: index(data, output)?,
@@ -68,7 +84,44 @@ impl<'a> EventView<'a> {
             delta: text(data, delta)?,
             response: raw(data, response)?,
             message: text(data, message)?,
-        })
+        };
+        Some(EventRead { view, data, nested })
+    }
+
+    /// The event `view` of `data`, its `response` or `item` (if any) to be read on its own.
+    fn alone(view: EventView<'a>, data: &'a [u8]) -> EventRead<'a> {
+        EventRead {
+            view,
+            data,
+            nested: None,
+        }
+    }
+
+    /// The fields of the event's `key` found in its pass, if they were.
+    fn nested(&self, key: usize) -> Option<scan::Spans<6>> {
+        self.nested
+            .as_ref()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, spans)| spans.clone())
+    }
+
+    /// The event's `response`, read as serde_json reads it.
+    pub(super) fn response(&self) -> Option<ResponseView<'a>> {
+        let raw = self.view.response?;
+        let Some([id, model, created_at, usage, error, _]) = self.nested(RESPONSE) else {
+            return ResponseView::read(raw);
+        };
+        ResponseView::of(self.data, [id, model, created_at, usage, error])
+            .or_else(|| serde_json::from_slice(raw.0).ok())
+    }
+
+    /// The event's `item`, read as serde_json reads it.
+    pub(super) fn item(&self) -> Option<ItemView<'a>> {
+        let raw = self.view.item?;
+        let Some([id, _, _, _, _, kind]) = self.nested(ITEM) else {
+            return ItemView::read(raw);
+        };
+        ItemView::of(self.data, [kind, id]).or_else(|| serde_json::from_slice(raw.0).ok())
     }
 }
 
@@ -99,7 +152,8 @@ const DELTA_KEYS: [&str; 6] = [
 impl TextDeltaShape {
     /// The shape of `data`, read as `view`, when it is a text delta with none of the fields
     /// the shape does not keep (`item`, `response`, `message`).
-    pub(super) fn of(data: &[u8], view: &EventView<'_>) -> Option<TextDeltaShape> {
+    pub(super) fn of(data: &[u8], read: &EventRead<'_>) -> Option<TextDeltaShape> {
+        let view = &read.view;
         if view.kind != TEXT_DELTA
             || view.item.is_some()
             || view.response.is_some()
@@ -113,12 +167,12 @@ impl TextDeltaShape {
 
     /// `data` read as serde_json reads it into an [`EventView`], when it has this shape and
     /// its values read as the view's fields do.
-    pub(super) fn read<'a>(&self, data: &'a [u8]) -> Option<EventView<'a>> {
+    pub(super) fn read<'a>(&self, data: &'a [u8]) -> Option<EventRead<'a>> {
         let [kind, sequence, output, content, item_id, delta] = self.shape.read(data)?;
         if data.get(kind?)? != TEXT_DELTA_JSON {
             return None;
         }
-        Some(EventView {
+        let view = EventView {
             kind: Cow::Borrowed(TEXT_DELTA),
             sequence_number: number(data, sequence)?,
             output_index: index(data, output)?,
@@ -128,7 +182,8 @@ impl TextDeltaShape {
             delta: text(data, delta)?,
             response: None,
             message: None,
-        })
+        };
+        Some(EventRead::alone(view, data))
     }
 }
 
@@ -144,15 +199,18 @@ pub(super) struct ItemView<'a> {
 impl<'a> ItemView<'a> {
     /// The item `raw` read as serde_json reads it: by the scanner when it can.
     pub(super) fn read(raw: Raw<'a>) -> Option<ItemView<'a>> {
-        let scanned = || {
-            let [kind, id] = raw.fields(["type", "id"])?;
-            let data = raw.0.as_bytes();
-            Some(ItemView {
-                kind: scan::text(data, kind?)?,
-                id: owned_text(data, id)?,
-            })
-        };
-        scanned().or_else(|| serde_json::from_str(raw.0).ok())
+        raw.fields(["type", "id"])
+            .and_then(|spans| Self::of(raw.0, spans))
+            .or_else(|| serde_json::from_slice(raw.0).ok())
+    }
+
+    /// The item whose `type` and `id` the scanner found at `spans` in `data`, when they read
+    /// as the fields' types.
+    fn of(data: &'a [u8], [kind, id]: [Option<Range<usize>>; 2]) -> Option<ItemView<'a>> {
+        Some(ItemView {
+            kind: scan::text(data, kind?)?,
+            id: owned_text(data, id)?,
+        })
     }
 }
 
@@ -175,19 +233,22 @@ impl<'a> ResponseView<'a> {
     /// The response `raw` read as serde_json reads it: by the scanner when it can (its usage
     /// and error, small objects, by serde_json).
     pub(super) fn read(raw: Raw<'a>) -> Option<ResponseView<'a>> {
-        let scanned = || {
-            let [id, model, created_at, usage, error] =
-                raw.fields(["id", "model", "created_at", "usage", "error"])?;
-            let data = raw.0.as_bytes();
-            Some(ResponseView {
-                id: owned_text(data, id)?,
-                model: owned_text(data, model)?,
-                created_at: number(data, created_at)?,
-                usage: nested(data, usage)?,
-                error: nested(data, error)?,
-            })
-        };
-        scanned().or_else(|| serde_json::from_str(raw.0).ok())
+        raw.fields(["id", "model", "created_at", "usage", "error"])
+            .and_then(|spans| Self::of(raw.0, spans))
+            .or_else(|| serde_json::from_slice(raw.0).ok())
+    }
+
+    /// The response whose fields the scanner found at `spans` in `data`, when they read as
+    /// the fields' types.
+    fn of(data: &'a [u8], spans: [Option<Range<usize>>; 5]) -> Option<ResponseView<'a>> {
+        let [id, model, created_at, usage, error] = spans;
+        Some(ResponseView {
+            id: owned_text(data, id)?,
+            model: owned_text(data, model)?,
+            created_at: number(data, created_at)?,
+            usage: nested(data, usage)?,
+            error: nested(data, error)?,
+        })
     }
 }
 
@@ -235,15 +296,22 @@ pub(super) struct ErrorView<'a> {
 /// carries, the scanner reads, read as serde_json reads them; panics when not.
 #[cfg(fuzzing)]
 pub fn fuzz_event_read(data: &[u8]) {
-    let Some(scanned) = EventView::scan(data) else {
+    let Some(scanned) = EventRead::scan(data) else {
         return;
     };
     let theirs = serde_json::from_slice::<EventView<'_>>(data).ok();
-    assert_eq!(Some(&scanned), theirs.as_ref(), "a Responses event");
-    for raw in [scanned.item, scanned.response].into_iter().flatten() {
-        let theirs = serde_json::from_str::<ResponseView<'_>>(raw.0).ok();
+    assert_eq!(Some(&scanned.view), theirs.as_ref(), "a Responses event");
+    let view = &scanned.view;
+    let response = view
+        .response
+        .and_then(|raw| serde_json::from_slice(raw.0).ok());
+    assert_eq!(scanned.response(), response, "the event's response");
+    let item = view.item.and_then(|raw| serde_json::from_slice(raw.0).ok());
+    assert_eq!(scanned.item(), item, "the event's item");
+    for raw in [view.item, view.response].into_iter().flatten() {
+        let theirs = serde_json::from_slice::<ResponseView<'_>>(raw.0).ok();
         assert_eq!(ResponseView::read(raw), theirs, "a response");
-        let theirs = serde_json::from_str::<ItemView<'_>>(raw.0).ok();
+        let theirs = serde_json::from_slice::<ItemView<'_>>(raw.0).ok();
         assert_eq!(ItemView::read(raw), theirs, "an item");
     }
 }
@@ -269,21 +337,30 @@ mod tests {
     #[test]
     fn the_events_providers_send_are_read_by_the_scanner_as_by_serde() {
         for event in [CREATED, ADDED, DONE, COMPLETED, FAILED, ERROR] {
-            let scanned = EventView::scan(event.as_bytes());
+            let scanned = EventRead::scan(event.as_bytes());
             assert!(scanned.is_some(), "not read by the scanner: {event}");
-            assert_eq!(scanned, by_serde(event), "{event}");
             let scanned = scanned.unwrap();
-            for raw in [scanned.item, scanned.response].into_iter().flatten() {
+            assert_eq!(Some(&scanned.view), by_serde(event).as_ref(), "{event}");
+            let view = &scanned.view;
+            // The response or item the event carries was read in the event's pass.
+            assert_eq!(
+                scanned.nested.as_ref().map(|(k, _)| *k),
+                view.response.map(|_| RESPONSE).or(view.item.map(|_| ITEM)),
+                "{event}"
+            );
+            let response = view.response.and_then(|r| serde_json::from_slice(r.0).ok());
+            assert_eq!(scanned.response(), response, "{event}");
+            let item = view.item.and_then(|r| serde_json::from_slice(r.0).ok());
+            assert_eq!(scanned.item(), item, "{event}");
+            for raw in [view.item, view.response].into_iter().flatten() {
                 let response = ResponseView::read(raw);
-                assert_eq!(response, serde_json::from_str(raw.0).ok(), "{}", raw.0);
+                assert_eq!(response, serde_json::from_slice(raw.0).ok(), "{raw:?}");
                 let item = ItemView::read(raw);
-                assert_eq!(item, serde_json::from_str(raw.0).ok(), "{}", raw.0);
+                assert_eq!(item, serde_json::from_slice(raw.0).ok(), "{raw:?}");
             }
         }
-        let completed = EventView::scan(COMPLETED.as_bytes()).unwrap();
-        let usage = ResponseView::read(completed.response.unwrap())
-            .unwrap()
-            .usage;
+        let completed = EventRead::scan(COMPLETED.as_bytes()).unwrap();
+        let usage = completed.response().unwrap().usage;
         assert_eq!(
             usage.map(|u| u.usage()),
             Some(super::super::Usage {
@@ -291,13 +368,13 @@ mod tests {
                 ..super::super::Usage::new(37, 11)
             })
         );
-        let failed = EventView::scan(FAILED.as_bytes()).unwrap();
-        let error = ResponseView::read(failed.response.unwrap()).unwrap().error;
+        let failed = EventRead::scan(FAILED.as_bytes()).unwrap();
+        let error = failed.response().unwrap().error;
         assert_eq!(
             error.and_then(|e| e.message).as_deref(),
             Some("the model érred")
         );
-        let item = ItemView::read(EventView::scan(DONE.as_bytes()).unwrap().item.unwrap());
+        let item = EventRead::scan(DONE.as_bytes()).unwrap().item();
         assert_eq!(
             item.map(|i| (i.kind, i.id)),
             Some(("message".into(), Some("msg_1".into())))
@@ -326,9 +403,9 @@ mod tests {
         ];
         let mut scanned = 0;
         for event in events {
-            let ours = EventView::read(event.as_bytes());
-            assert_eq!(ours, by_serde(event), "{event}");
-            scanned += usize::from(EventView::scan(event.as_bytes()).is_some());
+            let ours = EventRead::read(event.as_bytes());
+            assert_eq!(ours.map(|r| r.view), by_serde(event), "{event}");
+            scanned += usize::from(EventRead::scan(event.as_bytes()).is_some());
         }
         assert_eq!(scanned, 3, "null fields, null raw values, a raw array");
         let responses = [
@@ -337,13 +414,42 @@ mod tests {
             r#"{"id":"r","usage":{"input_tokens":"3"}}"#,
             r#"{"id":"r","id":"s"}"#,
             r#"{"id":"r","error":{"message":null}}"#,
+            r#"{"\u0069d":"r","type":"message"}"#,
+            r#"{"type":"message","type":"reasoning"}"#,
+            r#"{"type":7}"#,
             r#"[1]"#,
         ];
         for response in responses {
             let theirs = serde_json::from_str::<ResponseView<'_>>(response).ok();
-            assert_eq!(ResponseView::read(Raw(response)), theirs, "{response}");
+            assert_eq!(
+                ResponseView::read(Raw(response.as_bytes())),
+                theirs,
+                "{response}"
+            );
             let theirs = serde_json::from_str::<ItemView<'_>>(response).ok();
-            assert_eq!(ItemView::read(Raw(response)), theirs, "{response}");
+            assert_eq!(
+                ItemView::read(Raw(response.as_bytes())),
+                theirs,
+                "{response}"
+            );
         }
+        // The same values carried by events, read in the event's pass (or, when the scanner
+        // does not take them there, as above).
+        for value in responses {
+            let event = format!(r#"{{"type":"response.created","response":{value}}}"#);
+            let read = EventRead::read(event.as_bytes()).unwrap();
+            let theirs = serde_json::from_str::<ResponseView<'_>>(value).ok();
+            assert_eq!(read.response(), theirs, "{event}");
+            let event = format!(r#"{{"type":"response.output_item.added","item":{value}}}"#);
+            let read = EventRead::read(event.as_bytes()).unwrap();
+            let theirs = serde_json::from_str::<ItemView<'_>>(value).ok();
+            assert_eq!(read.item(), theirs, "{event}");
+        }
+        // An event with both: the first read in the event's pass, the other after it.
+        let both = r#"{"type":"x","item":{"id":"i","type":"message"},"response":{"id":"r"}}"#;
+        let read = EventRead::scan(both.as_bytes()).unwrap();
+        assert_eq!(read.nested.as_ref().map(|(k, _)| *k), Some(ITEM));
+        assert_eq!(read.item().and_then(|i| i.id).as_deref(), Some("i"));
+        assert_eq!(read.response().and_then(|r| r.id).as_deref(), Some("r"));
     }
 }
