@@ -1,5 +1,6 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
-//! serde_json accepts, with the same value for each key asked for; and what the gateway reads
+//! serde_json accepts, with the same value for each key asked for (and a nested object's keys
+//! found in the same pass as after it); and what the gateway reads
 //! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream, an
 //! Anthropic or Responses API event and what it carries) is what it reads with serde_json alone.
 #![no_main]
@@ -26,6 +27,25 @@ fuzz_target!(|data: &[u8]| {
         for (key, span) in KEYS.iter().zip(found) {
             let theirs = map.get(*key).map(|raw| raw.get().as_bytes());
             assert_eq!(span.map(|r| &data[r]), theirs, "the value of {key}");
+        }
+    }
+    // A nested object's fields found in the outer pass are those found after it.
+    const INNER: [&str; 2] = ["prompt_tokens", "completion_tokens"];
+    let outer = scan::fields(data, KEYS);
+    let nested = scan::fields_and_nested(data, KEYS, &[0, 3], INNER);
+    assert_eq!(
+        nested.as_ref().map(|n| &n.0),
+        outer.as_ref(),
+        "the outer fields"
+    );
+    if let Some((found, nested)) = nested {
+        let after = |k: usize| scan::fields_in(data, found[k].clone()?, INNER);
+        match nested {
+            Some((k, spans)) => assert_eq!(Some(spans), after(k), "the nested fields"),
+            None => assert!(
+                after(0).is_none() && after(3).is_none(),
+                "a nested object missed"
+            ),
         }
     }
     let theirs = transcode::fuzz_completion_usage(data).ok();
