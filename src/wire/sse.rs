@@ -9,6 +9,7 @@
 //! after it the stream is continued elsewhere or ends with the error event), ignores the rest
 //! of the stream, and counts the overflow when given a counter.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -17,8 +18,10 @@ use bytes::{Buf, Bytes, BytesMut};
 /// One decoded event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
-    /// The `event:` field, when the upstream names its events (Anthropic does).
-    pub event: Option<String>,
+    /// The `event:` field, when the upstream names its events (Anthropic and the Responses API
+    /// do): the names those send are kept as static texts ([`known_name`]), not read and
+    /// allocated anew for each event.
+    pub event: Option<Cow<'static, str>>,
     /// The `data:` lines joined by `\n`.
     pub data: Bytes,
     /// The event's bytes as they came, when they are the form [`SseEvent::framed`] writes (an
@@ -31,7 +34,7 @@ impl SseEvent {
     /// An event of `data`, named `event` or not, not read off the wire.
     pub fn new(event: Option<String>, data: Bytes) -> Self {
         SseEvent {
-            event,
+            event: event.map(Cow::Owned),
             data,
             raw: None,
         }
@@ -51,7 +54,7 @@ impl SseEvent {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: BytesMut,
-    event: Option<String>,
+    event: Option<Cow<'static, str>>,
     /// The event's first `data:` value, as it came (most events have one: it is handed on
     /// without a copy).
     first: Option<Bytes>,
@@ -157,7 +160,11 @@ impl SseDecoder {
                         Some(first) => first,
                         None => self.data.split().freeze(),
                     };
-                    return Some(SseEvent::new(self.event.take(), data));
+                    return Some(SseEvent {
+                        event: self.event.take(),
+                        data,
+                        raw: None,
+                    });
                 }
                 self.event = None;
                 continue;
@@ -198,7 +205,13 @@ impl SseDecoder {
         }
         // A name not UTF-8 is read lossily by the line loop, and written so.
         let event = match name {
-            Some(name) => Some(std::str::from_utf8(&buf[name]).ok()?.to_owned()),
+            Some(name) => {
+                let name = &buf[name];
+                Some(match known_name(name) {
+                    Some(known) => Cow::Borrowed(known),
+                    None => Cow::Owned(std::str::from_utf8(name).ok()?.to_owned()),
+                })
+            }
             None => None,
         };
         let raw = self.buf.split_to(end + 2).freeze();
@@ -242,11 +255,46 @@ impl SseDecoder {
                 self.data.extend_from_slice(b"\n");
                 self.data.extend_from_slice(value);
             }
-            b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
+            b"event" => {
+                self.event = Some(match known_name(value) {
+                    Some(known) => Cow::Borrowed(known),
+                    None => Cow::Owned(String::from_utf8_lossy(value).into_owned()),
+                });
+            }
             _ => {} // id, retry and unknown fields do not matter to a relay
         }
         true
     }
+}
+
+/// `name` as one of the event names Anthropic's and the Responses API's streams send, if it is.
+fn known_name(name: &[u8]) -> Option<&'static str> {
+    Some(match name {
+        b"message_start" => "message_start",
+        b"content_block_start" => "content_block_start",
+        b"content_block_delta" => "content_block_delta",
+        b"content_block_stop" => "content_block_stop",
+        b"message_delta" => "message_delta",
+        b"message_stop" => "message_stop",
+        b"ping" => "ping",
+        b"error" => "error",
+        b"response.created" => "response.created",
+        b"response.in_progress" => "response.in_progress",
+        b"response.queued" => "response.queued",
+        b"response.output_item.added" => "response.output_item.added",
+        b"response.content_part.added" => "response.content_part.added",
+        b"response.output_text.delta" => "response.output_text.delta",
+        b"response.output_text.done" => "response.output_text.done",
+        b"response.content_part.done" => "response.content_part.done",
+        b"response.output_item.done" => "response.output_item.done",
+        b"response.function_call_arguments.delta" => "response.function_call_arguments.delta",
+        b"response.function_call_arguments.done" => "response.function_call_arguments.done",
+        b"response.reasoning_summary_text.delta" => "response.reasoning_summary_text.delta",
+        b"response.completed" => "response.completed",
+        b"response.incomplete" => "response.incomplete",
+        b"response.failed" => "response.failed",
+        _ => return None,
+    })
 }
 
 /// Appends one event (`event: <name>` when named, then `data: <json>`, then the blank line
@@ -365,6 +413,42 @@ mod tests {
         assert_eq!(evs[1].data, Bytes::from_static(b"1\n2"));
     }
 
+    /// The names Anthropic and the Responses API send are static texts, whichever way the
+    /// event is read; others are read as they came (lossily when not UTF-8).
+    #[test]
+    fn known_event_names_are_not_read_anew() {
+        let mut dec = SseDecoder::new();
+        dec.push(b"event: content_block_delta\ndata: {}\n\n");
+        dec.push(b"event: response.completed\n: a comment\ndata: {}\n\n");
+        dec.push(b"event: custom\ndata: {}\n\nevent: other\r\ndata: {}\r\n\r\n");
+        dec.push(b"event: \xffx\ndata: {}\n\nevent: response.created \ndata: 1\n\n");
+        let events = all(&mut dec);
+        let names: Vec<_> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.event.as_deref(),
+                    matches!(e.event, Some(Cow::Borrowed(_))),
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                (Some("content_block_delta"), true),
+                (Some("response.completed"), true),
+                (Some("custom"), false),
+                (Some("other"), false),
+                (Some("\u{fffd}x"), false),
+                (Some("response.created "), false),
+            ]
+        );
+        assert!(
+            events[0].raw.is_some() && events[1].raw.is_none(),
+            "both ways"
+        );
+    }
+
     /// An event in the form the gateway writes is taken whole and kept as it came; any other
     /// is read line by line; either way the events are the same wherever the bytes are cut.
     #[test]
@@ -381,7 +465,9 @@ mod tests {
         let mut dec = SseDecoder::new();
         dec.push(stream);
         let whole = all(&mut dec);
-        let named = |name: &str, data: &'static [u8]| (Some(name.to_owned()), Bytes::from(data));
+        let named = |name: &str, data: &'static [u8]| {
+            (Some(Cow::Owned(name.to_owned())), Bytes::from(data))
+        };
         let bare = |data: &'static [u8]| (None, Bytes::from(data));
         assert_eq!(
             read(&whole),
