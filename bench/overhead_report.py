@@ -336,8 +336,9 @@ def report(results_path, meta_path, doc):
         L.append("")
         L.append("</details>")
         L.append("")
-    L.append("Commands (ports are picked at run time; `$D` is `http://MOCK/v1/chat/completions`, "
-             "`$N` is `http://NGINX/v1/chat/completions`, `$G` is `http://GATEWAY/v1/chat/completions`, "
+    path = meta.get("api_path", "/v1/chat/completions")
+    L.append(f"Commands (ports are picked at run time; `$D` is `http://MOCK{path}`, "
+             f"`$N` is `http://NGINX{path}`, `$G` is `http://GATEWAY{path}`, "
              "`body.json` the body above):")
     L.append("")
     L.append("```sh")
