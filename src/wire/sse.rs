@@ -19,8 +19,8 @@ use bytes::{Buf, Bytes, BytesMut};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
     /// The `event:` field, when the upstream names its events (Anthropic and the Responses API
-    /// do): the names those send are kept as static texts ([`known_name`]), not read and
-    /// allocated anew for each event.
+    /// do): the names those send are kept as static texts, not read and allocated anew for each
+    /// event.
     pub event: Option<Cow<'static, str>>,
     /// The `data:` lines joined by `\n`.
     pub data: Bytes,
