@@ -36,7 +36,26 @@ struct EventView<'a> {
     usage: Option<UsageView>,
     #[serde(default, borrow)]
     error: Option<ErrorView<'a>>,
+    /// The fields of `message` ([`MESSAGE_KEYS`]) when the scanner found them in the event's
+    /// own pass (a plain object); else `message` is read on its own.
+    #[serde(skip)]
+    message_fields: Option<scan::Spans<3>>,
 }
+
+/// The keys of an event, in the order [`EventView::scan`] reads them.
+const EVENT_KEYS: [&str; 7] = [
+    "type",
+    "message",
+    "index",
+    "content_block",
+    "delta",
+    "usage",
+    "error",
+];
+/// Where `message` is in [`EVENT_KEYS`].
+const MESSAGE: usize = 1;
+/// The fields of a `message_start`'s message that the tracker reads.
+const MESSAGE_KEYS: [&str; 3] = ["id", "model", "usage"];
 
 impl<'a> EventView<'a> {
     /// `data` read as serde_json reads it: by the scanner when it can, else by serde_json.
@@ -46,18 +65,8 @@ impl<'a> EventView<'a> {
 
     /// `data` read by the scanner, when it takes it and every value reads as its field's type.
     fn scan(data: &'a [u8]) -> Option<EventView<'a>> {
-        let [kind, message, index_at, block, delta, usage, error] = scan::fields(
-            data,
-            [
-                "type",
-                "message",
-                "index",
-                "content_block",
-                "delta",
-                "usage",
-                "error",
-            ],
-        )?;
+        let ([kind, message, index_at, block, delta, usage, error], inner) =
+            scan::fields_and_nested(data, EVENT_KEYS, &[MESSAGE], MESSAGE_KEYS)?;
         Some(EventView {
             kind: scan::text(data, kind?)?,
             message: raw(data, message)?,
@@ -66,7 +75,25 @@ impl<'a> EventView<'a> {
             delta: nested(data, delta)?,
             usage: nested(data, usage)?,
             error: nested(data, error)?,
+            message_fields: inner.map(|(_, spans)| spans),
         })
+    }
+
+    /// The view without what only the scanner finds (the message's fields), to compare with
+    /// serde_json's.
+    #[cfg(any(test, fuzzing))]
+    fn into_serde_view(mut self) -> Self {
+        self.message_fields = None;
+        self
+    }
+
+    /// The `message` of a `message_start`, from the fields found in the event's pass when
+    /// they read as its fields' types, else read on its own.
+    fn message(&self, data: &[u8]) -> Option<MessageView> {
+        self.message_fields
+            .clone()
+            .and_then(|spans| MessageView::of(data, spans))
+            .or_else(|| self.message.and_then(MessageView::read))
     }
 }
 
@@ -121,6 +148,7 @@ impl BlockDeltaShape {
             }),
             usage: None,
             error: None,
+            message_fields: None,
         })
     }
 }
@@ -225,16 +253,19 @@ impl MessageView {
     /// The message `raw` read as serde_json reads it: by the scanner when it can (its usage,
     /// a small object, by serde_json).
     fn read(raw: Raw<'_>) -> Option<MessageView> {
-        let scanned = || {
-            let [id, model, usage] = raw.fields(["id", "model", "usage"])?;
-            let data = raw.0;
-            Some(MessageView {
-                id: owned_text(data, id)?,
-                model: owned_text(data, model)?,
-                usage: nested(data, usage)?,
-            })
-        };
-        scanned().or_else(|| serde_json::from_slice(raw.0).ok())
+        raw.fields(MESSAGE_KEYS)
+            .and_then(|spans| MessageView::of(raw.0, spans))
+            .or_else(|| serde_json::from_slice(raw.0).ok())
+    }
+
+    /// The message whose fields the scanner found at `spans` of `data`, when each reads as
+    /// its field's type.
+    fn of(data: &[u8], [id, model, usage]: scan::Spans<3>) -> Option<MessageView> {
+        Some(MessageView {
+            id: owned_text(data, id)?,
+            model: owned_text(data, model)?,
+            usage: nested(data, usage)?,
+        })
     }
 }
 
@@ -278,7 +309,7 @@ impl ChunkTracker {
         self.last_text = None;
         match view.kind.as_ref() {
             "message_start" => {
-                let message = view.message.and_then(MessageView::read);
+                let message = view.message(&ev.data);
                 if let Some(m) = message {
                     if let Some(u) = m.usage {
                         u.merge_into(self.usage.get_or_insert_with(Usage::default));
@@ -359,6 +390,8 @@ pub fn fuzz_event_read(data: &[u8]) {
         return;
     };
     let theirs = serde_json::from_slice::<EventView<'_>>(data).ok();
+    let message = scanned.message(data);
+    let scanned = scanned.into_serde_view();
     let (ours, theirs) = (
         format!("{:?}", Some(&scanned)),
         format!("{:?}", theirs.as_ref()),
@@ -366,8 +399,13 @@ pub fn fuzz_event_read(data: &[u8]) {
     assert_eq!(ours, theirs, "an Anthropic event");
     if let Some(raw) = scanned.message {
         let theirs = serde_json::from_slice::<MessageView>(raw.0).ok();
-        let ours = MessageView::read(raw);
-        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "a message");
+        assert_eq!(format!("{message:?}"), format!("{theirs:?}"), "a message");
+        let alone = MessageView::read(raw);
+        assert_eq!(
+            format!("{alone:?}"),
+            format!("{theirs:?}"),
+            "a message alone"
+        );
     }
 }
 
@@ -571,11 +609,14 @@ mod tests {
             assert_eq!(scanned.is_some(), sent.contains(event), "{event}");
             let theirs = serde_json::from_str::<EventView<'_>>(event).ok();
             let ours = EventView::read(event.as_bytes());
+            let message = ours.as_ref().and_then(|v| v.message(event.as_bytes()));
+            let ours = ours.map(EventView::into_serde_view);
             assert_eq!(debug(ours.as_ref()), debug(theirs.as_ref()), "{event}");
             if let Some(raw) = ours.and_then(|v| v.message) {
                 let theirs = serde_json::from_slice::<MessageView>(raw.0).ok();
-                let ours = MessageView::read(raw);
-                assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{raw:?}");
+                assert_eq!(format!("{message:?}"), format!("{theirs:?}"), "{raw:?}");
+                let alone = MessageView::read(raw);
+                assert_eq!(format!("{alone:?}"), format!("{theirs:?}"), "{raw:?}");
             }
         }
         let start = EventView::scan(sent[0].as_bytes()).unwrap();
@@ -590,5 +631,34 @@ mod tests {
         );
         let id_number = MessageView::read(Raw(br#"{"id":1,"model":"m"}"#));
         assert!(id_number.is_none(), "serde_json's reading: no message");
+    }
+
+    /// A `message_start`'s message is read in the event's own pass; one the scanner does not
+    /// take in that pass (a key written with an escape) is read on its own, to the same
+    /// message.
+    #[test]
+    fn a_message_is_read_in_its_events_pass() {
+        let plain = br#"{"type":"message_start","message":{"id":"msg_1","model":"claude-x","usage":{"input_tokens":3}}}"#;
+        let escaped = br#"{"type":"message_start","message":{"\u0069d":"msg_1","model":"claude-x","usage":{"input_tokens":3}}}"#;
+        let id_and_count = |data: &[u8]| {
+            let view = EventView::scan(data).unwrap();
+            let message = view.message(data).unwrap();
+            let count = message.usage.map(|u| u.usage().prompt_tokens);
+            (view.message_fields.is_some(), message.id, count)
+        };
+        assert_eq!(
+            id_and_count(plain),
+            (true, Some("msg_1".to_owned()), Some(3))
+        );
+        assert_eq!(
+            id_and_count(escaped),
+            (false, Some("msg_1".to_owned()), Some(3))
+        );
+        let mut t = ChunkTracker::for_dialect(Dialect::Anthropic, false);
+        t.on_event(&SseEvent::new(
+            Some("message_start".to_owned()),
+            Bytes::from_static(plain),
+        ));
+        assert_eq!(t.stream_id(), Some("msg_1"));
     }
 }
