@@ -382,6 +382,15 @@ impl ChunkTracker {
     }
 }
 
+/// Tests: what an action passed on, as text (or the action itself when it passed nothing on).
+#[cfg(test)]
+fn forwarded(action: ChunkAction) -> String {
+    match action {
+        ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

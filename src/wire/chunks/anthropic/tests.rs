@@ -1,18 +1,12 @@
 use super::*;
 use crate::canonical::Dialect;
+use crate::wire::chunks::forwarded;
 
 fn ev(name: &str, data: &str) -> SseEvent {
     SseEvent::new(
         Some(name.to_owned()),
         Bytes::copy_from_slice(data.as_bytes()),
     )
-}
-
-fn forwarded(action: ChunkAction) -> String {
-    match action {
-        ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
-        other => format!("{other:?}"),
-    }
 }
 
 #[test]

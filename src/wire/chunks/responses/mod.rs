@@ -234,19 +234,13 @@ impl ChunkTracker {
 mod tests {
     use super::*;
     use crate::canonical::Dialect;
+    use crate::wire::chunks::forwarded;
 
     fn ev(data: &str) -> SseEvent {
         let name = serde_json::from_str::<serde_json::Value>(data)
             .ok()
             .and_then(|v| v.get("type").and_then(|t| t.as_str().map(str::to_owned)));
         SseEvent::new(name, Bytes::copy_from_slice(data.as_bytes()))
-    }
-
-    fn forwarded(action: ChunkAction) -> String {
-        match action {
-            ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
-            other => format!("{other:?}"),
-        }
     }
 
     #[test]
