@@ -110,7 +110,8 @@ impl Continuation {
                 &cursor,
                 0,
                 &busy,
-                now,
+                // No waiting for a parked target: a continuation is wanted now.
+                (now, now),
                 &mut passed_over,
                 false,
             );

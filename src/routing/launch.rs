@@ -28,10 +28,15 @@ pub(super) struct Done {
     /// Turns dropped to fit the target's context window.
     pub(super) turns_dropped: usize,
     pub(super) result: Result<Answer, AttemptError>,
+    /// When it ended (a stream: when it committed), as its SLIs have it; the race's record
+    /// of it ends then too.
+    pub(super) ended: Instant,
 }
 
 /// One attempt to start: on which target, and why.
 pub(super) struct Launched {
+    /// When it starts (the race's reading of the clock).
+    pub(super) start: Instant,
     /// Which launch this is (its position in launch order).
     pub(super) seq: usize,
     /// The target, by index in the route.
@@ -51,6 +56,7 @@ pub(super) fn launch<'a>(
     deadline: Instant,
 ) -> BoxFuture<'a, Done> {
     let Launched {
+        start,
         seq,
         idx,
         hedge,
@@ -60,7 +66,6 @@ pub(super) fn launch<'a>(
     async move {
         let policy = &route.config.failover;
         let target = &route.targets[idx];
-        let start = Instant::now();
         let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
         let context = &route.config.context;
         let client = Some(&req.client);
@@ -76,6 +81,7 @@ pub(super) fn launch<'a>(
                     hedge,
                     turns_dropped: 0,
                     result: Err(e),
+                    ended: Instant::now(),
                 }
             }
         };
@@ -86,13 +92,14 @@ pub(super) fn launch<'a>(
         );
         let dialect = forward.answer_dialect();
         let continues = policy.mid_stream == MidStream::Continue;
+        let ended;
         let result = if req.stream {
             let first_token_deadline =
                 attempt_deadline.min(after(start, policy.first_token_timeout));
             // Each call's future in a box of its own: held inline, the larger of the two was
             // copied with this future at each move (into it, then into the race's box), about
             // 600 instructions a request (bench/instructions).
-            Box::pin(call_stream(
+            let called = Box::pin(call_stream(
                 target,
                 fitted.body,
                 req.client_wants_usage,
@@ -100,11 +107,10 @@ pub(super) fn launch<'a>(
                 forward,
                 continues,
             ))
-            .await
-            .map(|committed| {
-                let now = Instant::now();
-                let ttft = now - start;
-                target.health.first_token(now, ttft);
+            .await;
+            ended = Instant::now();
+            called.map(|committed| {
+                target.health.first_token(ended, ended - start);
                 let (tx, report) = tokio::sync::oneshot::channel();
                 let continuation = continues.then(|| Continuation {
                     route: route.clone(),
@@ -143,10 +149,10 @@ pub(super) fn launch<'a>(
                 forward,
             ))
             .await;
+            ended = Instant::now();
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `relay`).
-                let now = Instant::now();
-                target.health.attempt(now, Verdict::Ok, now - start);
+                target.health.attempt(ended, Verdict::Ok, ended - start);
             }
             result.map(|(body, usage)| Answer::Full {
                 body,
@@ -159,6 +165,7 @@ pub(super) fn launch<'a>(
             hedge,
             turns_dropped,
             result,
+            ended,
         }
     }
     .boxed()

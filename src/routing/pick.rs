@@ -64,7 +64,8 @@ pub enum Pick {
 /// request and no `Retry-After` parks it. When only parked targets remain, the one that frees
 /// up first (if that fits the deadline); when every remaining target's breaker is open, the one
 /// closest to recovery rather than failing without an attempt. Targets passed over for an open
-/// breaker are added to `skipped`.
+/// breaker are added to `skipped`. Breakers and parking are judged at `now`, the caller's
+/// reading of the clock.
 #[expect(
     clippy::too_many_arguments,
     reason = "one call per attempt, each argument its own"
@@ -75,11 +76,10 @@ pub fn pick_target(
     cur: &Cursor<'_>,
     from: usize,
     busy: &[usize],
-    deadline: Instant,
+    (now, deadline): (Instant, Instant),
     skipped: &mut Vec<Arc<Target>>,
     allow_open: bool,
 ) -> Option<Pick> {
-    let now = Instant::now();
     let mut soonest_parked: Option<(usize, Duration)> = None;
     let mut closest_open: Option<(usize, Duration)> = None;
     let at = |pos: usize| order.get(pos).and_then(|&i| route.targets.get(i));

@@ -19,6 +19,7 @@ impl Race<'_> {
         hedged: bool,
         served: Option<usize>,
         served_idx: usize,
+        now: Instant,
     ) -> Outcome {
         let outcome = Outcome {
             result,
@@ -29,7 +30,7 @@ impl Race<'_> {
             skipped: std::mem::take(&mut self.skipped),
             budget_skipped: std::mem::take(&mut self.budget_skipped),
         };
-        count(self.route, &outcome, self.started, served_idx);
+        count(self.route, &outcome, self.started, served_idx, now);
         outcome
     }
 
@@ -37,7 +38,8 @@ impl Race<'_> {
     /// its attempts are ended and the client gets a 503 that says why (so does its audit
     /// record). Not held against any target: the gateway is going away, not the provider.
     pub(super) fn shut_down(mut self) -> Outcome {
-        self.record_running(AttemptOutcome::Shutdown);
+        let now = Instant::now();
+        self.record_running(AttemptOutcome::Shutdown, now);
         let failure = Failure {
             status: http::StatusCode::SERVICE_UNAVAILABLE,
             code: "shutting_down",
@@ -48,7 +50,7 @@ impl Race<'_> {
             ),
         };
         self.route
-            .count_request(None, RequestOutcome::Error, self.started.elapsed());
+            .count_request(None, RequestOutcome::Error, now - self.started);
         Outcome {
             result: Err(failure),
             hedged: false,
@@ -64,6 +66,7 @@ impl Race<'_> {
     /// error that found no larger window is the client's to handle (trim and retry), so it is
     /// returned as the provider gave it.
     pub(super) fn give_up(mut self) -> Outcome {
+        let now = Instant::now();
         let policy = &self.route.config.failover;
         if let Some(AttemptError::Status {
             status,
@@ -85,9 +88,9 @@ impl Race<'_> {
             let idx = last
                 .and_then(|t| self.route.targets.iter().position(|x| Arc::ptr_eq(x, &t)))
                 .unwrap_or(0);
-            return self.finish(Ok(answer), false, served, idx);
+            return self.finish(Ok(answer), false, served, idx, now);
         }
-        let out_of_time = Instant::now() >= self.deadline;
+        let out_of_time = now >= self.deadline;
         let f = Failure::of_path(
             self.route,
             &self.path,
@@ -97,13 +100,12 @@ impl Race<'_> {
             &self.budget_skipped,
         );
         let idx = self.cur.idx;
-        self.finish(Err(f), false, None, idx)
+        self.finish(Err(f), false, None, idx, now)
     }
 }
 
 /// Metrics and the request SLI of the target the request started on.
-fn count(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize) {
-    let now = Instant::now();
+fn count(route: &Route, outcome: &Outcome, started: Instant, served_idx: usize, now: Instant) {
     let (request_outcome, served) = match &outcome.result {
         // A provider's own error passed on (failover off, or a client error).
         Ok(Answer::Upstream { status, .. }) => (returned_outcome(*status), Some(served_idx)),

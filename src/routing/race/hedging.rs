@@ -3,19 +3,16 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 
 use super::super::hedge::HedgeOutcome;
-use super::super::launch::Done;
 use super::super::pick::{pick_target, Pick};
 use super::super::select::Picked;
 use super::Race;
 
 impl<'a> Race<'a> {
     /// The hedge delay passed with the attempts still running: race one more.
-    pub(super) fn fire_hedge(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) {
+    pub(super) fn fire_hedge(&mut self, in_flight: &mut super::InFlight<'a>) {
         self.hedge_at = None;
         let route = self.route;
         if self.running.len() >= self.max_parallel || !self.can_launch() {
@@ -24,6 +21,7 @@ impl<'a> Race<'a> {
         let busy: Vec<usize> = self.running.iter().map(|r| r.pos).collect();
         let from = busy.iter().max().map_or(self.cur.idx, |m| m + 1);
         let mut passed_over = Vec::new();
+        let now = Instant::now();
         // Never hedge to a target whose breaker is open or that is parked.
         let i = match pick_target(
             route,
@@ -31,7 +29,7 @@ impl<'a> Race<'a> {
             &self.cur,
             from,
             &busy,
-            self.deadline,
+            (now, self.deadline),
             &mut passed_over,
             false,
         ) {
@@ -42,7 +40,6 @@ impl<'a> Race<'a> {
             }
         };
         let target = self.target(i);
-        let now = Instant::now();
         if !target.budget.try_withdraw_attempt(now) {
             route.hedges.count(HedgeOutcome::SkippedBudget);
             self.count_budget_spent("target");
@@ -61,6 +58,6 @@ impl<'a> Race<'a> {
         self.hedged = true;
         self.cur
             .move_to(i, route.config.failover.same_target_retries);
-        self.start(in_flight, i, Picked::Hedge);
+        self.start(in_flight, i, Picked::Hedge, now);
     }
 }

@@ -7,9 +7,6 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
-use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use super::classify::{AttemptError, NextStep};
@@ -25,6 +22,9 @@ use crate::metrics::names;
 
 mod ending;
 mod hedging;
+mod in_flight;
+
+use in_flight::InFlight;
 
 /// What trying to start the next sequential attempt did.
 enum Launch {
@@ -125,22 +125,26 @@ impl<'a> Race<'a> {
 
     /// Run the race to its outcome.
     pub(super) async fn run(mut self) -> Outcome {
-        let mut in_flight: FuturesUnordered<BoxFuture<'a, Done>> = FuturesUnordered::new();
+        let mut in_flight = InFlight::new();
         let mut closing = std::pin::pin!(self.route.closed());
+        // The clock is read once each time the race wakes (the first time, the race's start):
+        // what it starts and checks then is at that time.
+        let mut now = self.started;
         loop {
             // Start what is due now without a timer: a timer rounds up to the next millisecond.
-            let can_launch = self.can_launch();
+            let can_launch = self.can_launch_at(now);
             if !can_launch {
                 self.next_at = None;
             }
-            if can_launch && self.next_at.is_some_and(|t| t <= Instant::now()) {
-                match self.launch_next(&mut in_flight) {
+            if can_launch && self.next_at.is_some_and(|t| t <= now) {
+                match self.launch_next(&mut in_flight, now) {
                     Launch::Started | Launch::Later => continue,
                     Launch::Stop if self.running.is_empty() => break,
                     Launch::Stop => {}
                 }
             }
-            if self.running.is_empty() && !(self.can_launch() && self.next_at.is_some()) {
+            // (A `Stop` left `next_at` unset.)
+            if self.running.is_empty() && !(can_launch && self.next_at.is_some()) {
                 break;
             }
             tokio::select! {
@@ -156,12 +160,17 @@ impl<'a> Race<'a> {
                 () = closing.as_mut() => return self.shut_down(),
                 else => break,
             }
+            now = Instant::now();
         }
         self.give_up()
     }
 
     fn can_launch(&self) -> bool {
-        self.launched < self.max_attempts && Instant::now() < self.deadline
+        self.can_launch_at(Instant::now())
+    }
+
+    fn can_launch_at(&self, now: Instant) -> bool {
+        self.launched < self.max_attempts && now < self.deadline
     }
 
     /// The target at position `pos` of the request's order.
@@ -169,14 +178,9 @@ impl<'a> Race<'a> {
         &self.route.targets[self.order[pos]]
     }
 
-    fn start(
-        &mut self,
-        in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>,
-        pos: usize,
-        picked: Picked,
-    ) {
-        let now = Instant::now();
+    fn start(&mut self, in_flight: &mut InFlight<'a>, pos: usize, picked: Picked, now: Instant) {
         let what = Launched {
+            start: now,
             seq: self.launched,
             idx: self.order[pos],
             hedge: picked == Picked::Hedge,
@@ -223,8 +227,8 @@ impl<'a> Race<'a> {
         }
     }
 
-    /// Start the next sequential attempt (the first, a retry, or a failover).
-    fn launch_next(&mut self, in_flight: &mut FuturesUnordered<BoxFuture<'a, Done>>) -> Launch {
+    /// Start the next sequential attempt (the first, a retry, or a failover), at `now`.
+    fn launch_next(&mut self, in_flight: &mut InFlight<'a>, now: Instant) -> Launch {
         self.next_at = None;
         let route = self.route;
         let same = route.config.failover.same_target_retries;
@@ -238,7 +242,7 @@ impl<'a> Race<'a> {
                     &self.cur,
                     from,
                     &busy,
-                    self.deadline,
+                    (now, self.deadline),
                     &mut self.skipped,
                     !self.open_fallback_used,
                 )
@@ -251,7 +255,7 @@ impl<'a> Race<'a> {
                 Some(Pick::After(i, wait)) => {
                     // Only parked targets remain: wait for the one that frees up first.
                     self.cur.move_to(i, same);
-                    self.next_at = Some(after(Instant::now(), wait));
+                    self.next_at = Some(after(now, wait));
                     return Launch::Later;
                 }
             };
@@ -295,7 +299,7 @@ impl<'a> Race<'a> {
             Picked::Failover
         };
         self.cur.move_to(i, same);
-        self.start(in_flight, i, picked);
+        self.start(in_flight, i, picked, now);
         Launch::Started
     }
 
@@ -308,22 +312,23 @@ impl<'a> Race<'a> {
 
     /// The attempts still running are dropped (another answered, or the request ended): none of
     /// them failed, so the retries among them give the target's budget back.
-    fn record_running(&mut self, outcome: AttemptOutcome) {
+    fn record_running(&mut self, outcome: AttemptOutcome, now: Instant) {
         for r in std::mem::take(&mut self.running) {
             let target = self.target(r.pos);
             if r.seq > 0 {
                 target.budget.refund(r.start);
             }
             if outcome == AttemptOutcome::HedgeLost {
-                target.health.outpaced(r.start.elapsed(), self.req.stream);
+                target.health.outpaced(now - r.start, self.req.stream);
             }
-            let attempt = self.attempt(target, r.start, outcome, None, r.picked, r.seq);
+            let attempt = self.attempt(target, r.start, now, outcome, None, r.picked, r.seq);
             self.path.push(attempt);
         }
     }
 
     /// An attempt ended. `Some` is the request's outcome; `None` goes on racing.
     fn on_done(&mut self, done: Done) -> Option<Outcome> {
+        let now = done.ended;
         let at = self.running.iter().position(|r| r.seq == done.seq)?;
         let run = self.running.remove(at);
         if self.running.is_empty() {
@@ -331,8 +336,8 @@ impl<'a> Race<'a> {
             self.hedge_at = None;
         }
         match done.result {
-            Ok(answer) => Some(self.on_answer(run, done.hedge, done.turns_dropped, answer)),
-            Err(err) => self.on_failure(run, err),
+            Ok(answer) => Some(self.on_answer(run, done.hedge, done.turns_dropped, answer, now)),
+            Err(err) => self.on_failure(run, err, now),
         }
     }
 
@@ -343,6 +348,7 @@ impl<'a> Race<'a> {
         hedge: bool,
         turns_dropped: usize,
         answer: Answer,
+        now: Instant,
     ) -> Outcome {
         let route = self.route;
         let target = self.target(run.pos);
@@ -359,13 +365,14 @@ impl<'a> Race<'a> {
         let attempt = self.attempt(
             target,
             start,
+            now,
             AttemptOutcome::Ok,
             Some(200),
             run.picked,
             run.seq,
         );
         self.path.push(attempt);
-        self.record_running(AttemptOutcome::HedgeLost);
+        self.record_running(AttemptOutcome::HedgeLost, now);
         if self.hedged {
             let (outcome, label) = if hedge {
                 (HedgeOutcome::Won, "won")
@@ -383,23 +390,29 @@ impl<'a> Race<'a> {
                 turns_dropped, "conversation trimmed to the target's context window"
             );
         }
-        let mut outcome = self.finish(Ok(answer), hedge, served, self.order[run.pos]);
+        let mut outcome = self.finish(Ok(answer), hedge, served, self.order[run.pos], now);
         outcome.turns_dropped = turns_dropped;
         outcome
     }
 
     /// An attempt failed: it is recorded, and its classification decides what comes next.
-    fn on_failure(&mut self, run: Running, err: AttemptError) -> Option<Outcome> {
+    fn on_failure(&mut self, run: Running, err: AttemptError, now: Instant) -> Option<Outcome> {
         let route = self.route;
         let (idx, start) = (run.pos, run.start);
         let target = self.target(idx);
         self.last_failed = Some(idx);
-        let elapsed = start.elapsed();
-        target
-            .health
-            .attempt(Instant::now(), err.verdict(), elapsed);
+        let elapsed = now - start;
+        target.health.attempt(now, err.verdict(), elapsed);
         let status = err.status().map(|s| s.as_u16());
-        let attempt = self.attempt(target, start, err.outcome(), status, run.picked, run.seq);
+        let attempt = self.attempt(
+            target,
+            start,
+            now,
+            err.outcome(),
+            status,
+            run.picked,
+            run.seq,
+        );
         self.path.push(attempt);
         tracing::warn!(
             request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
@@ -408,7 +421,7 @@ impl<'a> Race<'a> {
         );
         let step = err.next_step(&route.config.failover);
         if step == NextStep::ReturnAsIs || !self.req.failover {
-            return self.return_as_is(idx, err);
+            return self.return_as_is(idx, err, now);
         }
         if step == NextStep::NextLargerWindow {
             self.cur.window_floor = self.cur.window_floor.max(target.config.context_window);
@@ -425,7 +438,7 @@ impl<'a> Race<'a> {
 
     /// A provider's error that is the client's answer (or failover is off): returned as the
     /// provider gave it. An error with no status to return ends only this attempt.
-    fn return_as_is(&mut self, idx: usize, err: AttemptError) -> Option<Outcome> {
+    fn return_as_is(&mut self, idx: usize, err: AttemptError, now: Instant) -> Option<Outcome> {
         if let AttemptError::Status {
             status,
             body,
@@ -434,13 +447,13 @@ impl<'a> Race<'a> {
         } = err
         {
             let served = Some(self.path.len() - 1);
-            self.record_running(AttemptOutcome::Cancelled);
+            self.record_running(AttemptOutcome::Cancelled, now);
             let answer = Answer::Upstream {
                 status,
                 body,
                 dialect,
             };
-            return Some(self.finish(Ok(answer), false, served, self.order[idx]));
+            return Some(self.finish(Ok(answer), false, served, self.order[idx], now));
         }
         self.errors.push(err);
         if !self.req.failover {
@@ -507,11 +520,16 @@ impl<'a> Race<'a> {
         }
     }
 
-    /// An attempt of target `target` that started at `start` and ends now.
+    /// An attempt of target `target` that started at `start` and ends at `now`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "an attempt's record, each argument a field of it"
+    )]
     fn attempt(
         &self,
         target: &Arc<Target>,
         start: Instant,
+        now: Instant,
         outcome: AttemptOutcome,
         status: Option<u16>,
         picked: Picked,
@@ -520,7 +538,7 @@ impl<'a> Race<'a> {
         Attempt {
             target: target.clone(),
             start: start - self.started,
-            duration: start.elapsed(),
+            duration: now - start,
             outcome,
             status,
             carried_chars: None,
