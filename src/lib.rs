@@ -85,6 +85,7 @@
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod boxed;
 pub mod canonical;
 pub mod cli;
 pub mod clock;

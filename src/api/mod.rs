@@ -28,6 +28,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::audit::Audit;
+use crate::boxed::pinned;
 use crate::canonical::Dialect;
 use crate::response_store::ResponseStore;
 use crate::routing::{Routing, Shared};
@@ -201,9 +202,9 @@ impl App {
     pub fn client_api(&self, api: ClientApi, request: axum::extract::Request) -> Answering {
         let state = axum::extract::State(self.state.clone());
         match api {
-            ClientApi::Chat => Box::pin(openai::chat_completions(state, request)),
-            ClientApi::Messages => Box::pin(anthropic::messages(state, request)),
-            ClientApi::Responses => Box::pin(responses::create(state, request)),
+            ClientApi::Chat => pinned(|| openai::chat_completions(state, request)),
+            ClientApi::Messages => pinned(|| anthropic::messages(state, request)),
+            ClientApi::Responses => pinned(|| responses::create(state, request)),
         }
     }
 }

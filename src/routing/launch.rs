@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use super::attempt::{call_full, call_stream, Forward};
@@ -17,6 +17,7 @@ use super::relay::{relay, RelayContext};
 use super::request::{Answer, Request};
 use super::select::Picked;
 use super::Route;
+use crate::boxed::pinned;
 use crate::clock::after;
 use crate::config::MidStream;
 
@@ -63,7 +64,7 @@ pub(super) fn launch<'a>(
         picked,
         order,
     } = what;
-    async move {
+    pinned(move || async move {
         let policy = &route.config.failover;
         let target = &route.targets[idx];
         let attempt_deadline = deadline.min(after(start, policy.attempt_timeout));
@@ -99,14 +100,16 @@ pub(super) fn launch<'a>(
             // Each call's future in a box of its own: held inline, the larger of the two was
             // copied with this future at each move (into it, then into the race's box), about
             // 600 instructions a request (bench/instructions).
-            let called = Box::pin(call_stream(
-                target,
-                fitted.body,
-                req.client_wants_usage,
-                first_token_deadline,
-                forward,
-                continues,
-            ))
+            let called = pinned(|| {
+                call_stream(
+                    target,
+                    fitted.body,
+                    req.client_wants_usage,
+                    first_token_deadline,
+                    forward,
+                    continues,
+                )
+            })
             .await;
             ended = Instant::now();
             called.map(|committed| {
@@ -141,14 +144,8 @@ pub(super) fn launch<'a>(
                 }
             })
         } else {
-            let result = Box::pin(call_full(
-                target,
-                fitted.body,
-                attempt_deadline,
-                false,
-                forward,
-            ))
-            .await;
+            let result =
+                pinned(|| call_full(target, fitted.body, attempt_deadline, false, forward)).await;
             ended = Instant::now();
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `relay`).
@@ -167,6 +164,5 @@ pub(super) fn launch<'a>(
             result,
             ended,
         }
-    }
-    .boxed()
+    })
 }
