@@ -1,7 +1,7 @@
 //! Reading a request head: what [`super`] serves itself, and the `http::Request` parts of it.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Uri};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
 use super::MAX_FIELDS;
 use crate::wire::scan::whole_number;
@@ -65,23 +65,28 @@ pub(super) fn parse(
     let mut body = None;
     for field in &*req.headers {
         let name = field.name.as_bytes();
-        if name.eq_ignore_ascii_case(b"content-length") {
+        let known = known_name(name);
+        if known == Some(CONTENT_LENGTH) {
             // Digits only, as hyper reads it.
             let length = whole_number(field.value).and_then(|n| usize::try_from(n).ok());
             match (body, length) {
                 (None, Some(n)) if n <= max_body => body = Some(n),
                 _ => return Parse::Hyper,
             }
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding")
-            || name.eq_ignore_ascii_case(b"expect")
-            || name.eq_ignore_ascii_case(b"upgrade")
-            || (name.eq_ignore_ascii_case(b"connection")
-                && !field.value.eq_ignore_ascii_case(b"keep-alive"))
+        } else if (known == Some(CONNECTION) && !field.value.eq_ignore_ascii_case(b"keep-alive"))
+            || (known.is_none()
+                && (name.eq_ignore_ascii_case(b"transfer-encoding")
+                    || name.eq_ignore_ascii_case(b"expect")
+                    || name.eq_ignore_ascii_case(b"upgrade")))
         {
             return Parse::Hyper;
         }
-        let Ok(name) = HeaderName::from_bytes(name) else {
-            return Parse::Hyper;
+        let name = match known {
+            Some(i) => KNOWN_NAMES[i].clone(),
+            None => match HeaderName::from_bytes(name) {
+                Ok(name) => name,
+                Err(_) => return Parse::Hyper,
+            },
         };
         let (start, end) = at(field.value);
         fields.push((name, start, end));
@@ -92,6 +97,84 @@ pub(super) fn parse(
         target: at(target.as_bytes()),
         body: body.unwrap_or(0),
     })
+}
+
+/// The field names clients send most, as `http` has them, by [`known_name`]'s numbers.
+pub(super) static KNOWN_NAMES: [HeaderName; 12] = [
+    header::HOST,
+    header::ACCEPT,
+    header::USER_AGENT,
+    header::CONTENT_TYPE,
+    header::AUTHORIZATION,
+    header::CONTENT_LENGTH,
+    header::ACCEPT_ENCODING,
+    HeaderName::from_static("x-api-key"),
+    HeaderName::from_static("anthropic-version"),
+    HeaderName::from_static("anthropic-beta"),
+    header::CONNECTION,
+    HeaderName::from_static("traceparent"),
+];
+const CONTENT_LENGTH: usize = 5;
+const CONNECTION: usize = 10;
+
+/// Which of [`KNOWN_NAMES`] the field name `name` (a token, as httparse takes it) is, in any
+/// case: found by its length and first letter, then compared once. `HeaderName::from_bytes`
+/// lowercases a name into a scratch buffer, matches it against every standard name and
+/// allocates one it does not know (~120 instructions a field, `bench/instructions`), and a
+/// request's fields are mostly these.
+pub(super) fn known_name(name: &[u8]) -> Option<usize> {
+    let i = match (name.len(), name.first()? | 0x20) {
+        (4, b'h') => 0,
+        (6, b'a') => 1,
+        (10, b'u') => 2,
+        (12, b'c') => 3,
+        (13, b'a') => 4,
+        (14, b'c') => 5,
+        (15, b'a') => 6,
+        (9, b'x') => 7,
+        (17, b'a') => 8,
+        (14, b'a') => 9,
+        (10, b'c') => 10,
+        (11, b't') => 11,
+        _ => return None,
+    };
+    same_token(name, KNOWN_NAMES[i].as_str().as_bytes()).then_some(i)
+}
+
+/// Whether the token `name` is `lower` (lowercase letters, digits and `-`) in any case.
+///
+/// A token's byte is one of `lower`'s or its uppercase letter when it is so with 0x20 set: no
+/// other token byte is (`-` and the digits less 0x20 are control characters). Compared eight
+/// bytes at a time (four for a name shorter than eight), the last word overlapping the one
+/// before it (`eq_ignore_ascii_case` takes ~15 instructions a byte).
+fn same_token(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = u64::from_le_bytes([0x20; 8]);
+    let n = name.len();
+    if n != lower.len() {
+        return false;
+    }
+    if n < 8 {
+        if n < 4 {
+            return name.eq_ignore_ascii_case(lower);
+        }
+        let word =
+            |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let differ = |at| (word(name, at) | CASE as u32) ^ word(lower, at);
+        return differ(0) | differ(n - 4) == 0;
+    }
+    let word = |b: &[u8], at: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let differ = |at| (word(name, at) | CASE) ^ word(lower, at);
+    let mut at = 0;
+    let mut any = 0;
+    while at + 8 < n {
+        any |= differ(at);
+        at += 8;
+    }
+    any | differ(n - 8) == 0
 }
 
 /// The client API's endpoints, parsed once: a request for one of them clones a `Uri` (its

@@ -39,6 +39,53 @@ fn a_plain_request_is_served_here() {
     ));
 }
 
+/// A field name clients send most is taken from the table, in any case, as `http` reads it;
+/// another of the same length and first letter is not mistaken for it.
+#[test]
+fn known_field_names_read_as_http_reads_them() {
+    use super::request::{known_name, KNOWN_NAMES};
+    for name in [
+        "host",
+        "accept",
+        "user-agent",
+        "content-type",
+        "authorization",
+        "content-length",
+        "accept-encoding",
+        "x-api-key",
+        "anthropic-version",
+        "anthropic-beta",
+        "connection",
+        "traceparent",
+    ] {
+        let mixed: String = (name.chars().enumerate())
+            .map(|(i, c)| {
+                if i % 2 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        for spelled in [name.to_owned(), name.to_ascii_uppercase(), mixed] {
+            let http = HeaderName::from_bytes(spelled.as_bytes()).unwrap();
+            let known = known_name(spelled.as_bytes()).map(|i| &KNOWN_NAMES[i]);
+            assert_eq!(known, Some(&http), "{spelled}");
+        }
+    }
+    for other in [
+        "hast",
+        "accept-language",
+        "content-typo",
+        "x-api-kex",
+        "anthropic-versio",
+        "x-stainless-lang",
+        "",
+    ] {
+        assert_eq!(known_name(other.as_bytes()), None, "{other}");
+    }
+}
+
 /// A target that is one of the client API's endpoints takes the `Uri` made for it once; any
 /// other is parsed: either way the request's `Uri` is its target.
 #[test]
