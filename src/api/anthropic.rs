@@ -38,7 +38,7 @@ pub(super) async fn messages(
             refused(err.into_dialect_response(Dialect::Anthropic))
         }
     };
-    with_id(resp, &id)
+    with_id(resp, id)
 }
 
 async fn serve(

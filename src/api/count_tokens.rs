@@ -35,7 +35,7 @@ pub(super) async fn count_tokens(
         Ok(resp) => resp,
         Err(err) => refused(err.into_dialect_response(Dialect::Anthropic)),
     };
-    with_id(resp, &id)
+    with_id(resp, id)
 }
 
 async fn count(

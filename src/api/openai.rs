@@ -32,7 +32,7 @@ pub(super) async fn chat_completions(
             refused(err.into_response())
         }
     };
-    with_id(resp, &id)
+    with_id(resp, id)
 }
 
 async fn serve_chat(
@@ -63,7 +63,7 @@ async fn serve_chat(
 pub(super) async fn models(State(state): State<AppState>, h: HeaderMap) -> Response {
     let id = request_id::new();
     if let Err(e) = super::guard::client(&state, &h) {
-        return with_id(e.into_response(), &id);
+        return with_id(e.into_response(), id);
     }
     let routing = state.routing.load();
     let data: Vec<_> = routing
@@ -71,7 +71,7 @@ pub(super) async fn models(State(state): State<AppState>, h: HeaderMap) -> Respo
         .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "switchyard"}))
         .collect();
     let resp = axum::Json(serde_json::json!({"object": "list", "data": data})).into_response();
-    with_id(resp, &id)
+    with_id(resp, id)
 }
 
 /// Anything else: 404 in the envelope of the API the path belongs to (Anthropic's under
@@ -109,5 +109,5 @@ fn edge_error(
     };
     let resp = ApiError::new(status, "invalid_request_error", code, message)
         .into_dialect_response(dialect);
-    with_id(resp, &request_id::new())
+    with_id(resp, request_id::new())
 }

@@ -25,13 +25,12 @@ use crate::wire::trace::TraceParent;
 use crate::wire::transcode;
 use crate::wire::{ClientWire, Forms};
 
-fn header_value(s: &str) -> HeaderValue {
-    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
-}
-
-pub(super) fn with_id(mut resp: Response, id: &str) -> Response {
-    resp.headers_mut()
-        .insert(headers::REQUEST_ID, header_value(id));
+/// `resp` under request `id`: the id's own bytes become the header's value (a copy of them
+/// was an allocation a request).
+pub(super) fn with_id(mut resp: Response, id: String) -> Response {
+    let value = HeaderValue::from_maybe_shared(Bytes::from(id))
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+    resp.headers_mut().insert(headers::REQUEST_ID, value);
     resp
 }
 

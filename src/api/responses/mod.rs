@@ -229,7 +229,7 @@ pub(super) async fn create(
             refused(err.into_dialect_response(Dialect::Responses))
         }
     };
-    with_id(resp, &id)
+    with_id(resp, id)
 }
 
 async fn serve(
@@ -395,7 +395,7 @@ pub(super) async fn get(
         Ok(found) => json(StatusCode::OK, found.response.clone()),
         Err(e) => e.into_response(),
     };
-    with_id(resp, &request_id::new())
+    with_id(resp, request_id::new())
 }
 
 /// The query of `GET /v1/responses/{id}/input_items`.
@@ -425,7 +425,7 @@ pub(super) async fn input_items(
         Ok(body) => json(StatusCode::OK, body),
         Err(e) => e.into_response(),
     };
-    with_id(resp, &request_id::new())
+    with_id(resp, request_id::new())
 }
 
 fn list(found: &StoredResponse, q: &ListQuery) -> Result<String, ApiError> {
@@ -484,7 +484,7 @@ pub(super) async fn delete(
         ),
         Err(e) => e.into_response(),
     };
-    with_id(resp, &request_id::new())
+    with_id(resp, request_id::new())
 }
 
 async fn delete_stored(state: &AppState, h: &HeaderMap, id: &str) -> Result<(), ApiError> {
