@@ -66,14 +66,15 @@ pub(super) fn parse(
     for field in &*req.headers {
         let name = field.name.as_bytes();
         let known = known_name(name);
-        if known == Some(CONTENT_LENGTH) {
+        if known == Some(Known::ContentLength) {
             // Digits only, as hyper reads it.
             let length = whole_number(field.value).and_then(|n| usize::try_from(n).ok());
             match (body, length) {
                 (None, Some(n)) if n <= max_body => body = Some(n),
                 _ => return Parse::Hyper,
             }
-        } else if (known == Some(CONNECTION) && !field.value.eq_ignore_ascii_case(b"keep-alive"))
+        } else if (known == Some(Known::Connection)
+            && !field.value.eq_ignore_ascii_case(b"keep-alive"))
             || (known.is_none()
                 && (name.eq_ignore_ascii_case(b"transfer-encoding")
                     || name.eq_ignore_ascii_case(b"expect")
@@ -82,7 +83,7 @@ pub(super) fn parse(
             return Parse::Hyper;
         }
         let name = match known {
-            Some(i) => KNOWN_NAMES[i].clone(),
+            Some(known) => known.name().clone(),
             None => match HeaderName::from_bytes(name) {
                 Ok(name) => name,
                 Err(_) => return Parse::Hyper,
@@ -99,8 +100,8 @@ pub(super) fn parse(
     })
 }
 
-/// The field names clients send most, as `http` has them, by [`known_name`]'s numbers.
-pub(super) static KNOWN_NAMES: [HeaderName; 12] = [
+/// The field names clients send most, each [`Known`]'s at its place.
+static KNOWN_NAMES: [HeaderName; 12] = [
     header::HOST,
     header::ACCEPT,
     header::USER_AGENT,
@@ -114,31 +115,53 @@ pub(super) static KNOWN_NAMES: [HeaderName; 12] = [
     header::CONNECTION,
     HeaderName::from_static("traceparent"),
 ];
-const CONTENT_LENGTH: usize = 5;
-const CONNECTION: usize = 10;
+
+/// A field name of [`KNOWN_NAMES`], by its place there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Known {
+    Host,
+    Accept,
+    UserAgent,
+    ContentType,
+    Authorization,
+    ContentLength,
+    AcceptEncoding,
+    XApiKey,
+    AnthropicVersion,
+    AnthropicBeta,
+    Connection,
+    Traceparent,
+}
+
+impl Known {
+    /// The name as `http` has it.
+    pub(super) fn name(self) -> &'static HeaderName {
+        &KNOWN_NAMES[self as usize]
+    }
+}
 
 /// Which of [`KNOWN_NAMES`] the field name `name` (a token, as httparse takes it) is, in any
 /// case: found by its length and first letter, then compared once. `HeaderName::from_bytes`
 /// lowercases a name into a scratch buffer, matches it against every standard name and
 /// allocates one it does not know (~120 instructions a field, `bench/instructions`), and a
 /// request's fields are mostly these.
-pub(super) fn known_name(name: &[u8]) -> Option<usize> {
-    let i = match (name.len(), name.first()? | 0x20) {
-        (4, b'h') => 0,
-        (6, b'a') => 1,
-        (10, b'u') => 2,
-        (12, b'c') => 3,
-        (13, b'a') => 4,
-        (14, b'c') => 5,
-        (15, b'a') => 6,
-        (9, b'x') => 7,
-        (17, b'a') => 8,
-        (14, b'a') => 9,
-        (10, b'c') => 10,
-        (11, b't') => 11,
+pub(super) fn known_name(name: &[u8]) -> Option<Known> {
+    let known = match (name.len(), name.first()? | 0x20) {
+        (4, b'h') => Known::Host,
+        (6, b'a') => Known::Accept,
+        (10, b'u') => Known::UserAgent,
+        (12, b'c') => Known::ContentType,
+        (13, b'a') => Known::Authorization,
+        (14, b'c') => Known::ContentLength,
+        (15, b'a') => Known::AcceptEncoding,
+        (9, b'x') => Known::XApiKey,
+        (17, b'a') => Known::AnthropicVersion,
+        (14, b'a') => Known::AnthropicBeta,
+        (10, b'c') => Known::Connection,
+        (11, b't') => Known::Traceparent,
         _ => return None,
     };
-    same_token(name, KNOWN_NAMES[i].as_str().as_bytes()).then_some(i)
+    same_token(name, known.name().as_str().as_bytes()).then_some(known)
 }
 
 /// Whether the token `name` is `lower` (lowercase letters, digits and `-`) in any case.
