@@ -1,6 +1,6 @@
 use super::*;
 use crate::canonical::Dialect;
-use crate::wire::chunks::forwarded;
+use crate::wire::chunks::tests::forwarded;
 
 fn ev(name: &str, data: &str) -> SseEvent {
     SseEvent::new(

@@ -234,7 +234,7 @@ impl ChunkTracker {
 mod tests {
     use super::*;
     use crate::canonical::Dialect;
-    use crate::wire::chunks::forwarded;
+    use crate::wire::chunks::tests::forwarded;
 
     fn ev(data: &str) -> SseEvent {
         let name = serde_json::from_str::<serde_json::Value>(data)

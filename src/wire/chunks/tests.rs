@@ -1,0 +1,223 @@
+//! The OpenAI chunk tracker's tests, and what the trackers' tests share.
+
+use super::*;
+
+/// What an action passed on, as text (or the action itself when it passed nothing on); the
+/// Anthropic and Responses trackers' tests use it too.
+pub(super) fn forwarded(action: ChunkAction) -> String {
+    match action {
+        ChunkAction::Forward(b) => String::from_utf8_lossy(&b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn ev(data: &str) -> SseEvent {
+    SseEvent::new(None, Bytes::copy_from_slice(data.as_bytes()))
+}
+
+#[test]
+fn a_chunk_scanned_reads_as_serde_json_reads_it() {
+    let chunks = [
+        r#"{"id":"c1","model":"m","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"Hi \"there\"\n"},"finish_reason":null}]}"#,
+        r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b","refusal":null}}]}"#,
+        r#"{"choices":[{"delta":{"content":null,"refusal":"no"}}]}"#,
+        r#"{"choices":[{"delta":{"content":[{"type":"text"}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":null,"function_call":{"name":"f"}}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}"#,
+        r#"{"choices":[{"delta":null,"finish_reason":"length"}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":"x"}}"#,
+        r#"{"usage":{"prompt_tokens":3},"error":null}"#,
+        r#"{"object":"chat.completion.chunk"}"#,
+        r#" { "choices" : [ { "delta" : { "content" : "x" } } ] } "#,
+        r#"{"id":null,"model":"\u00e9","created":null,"choices":[]}"#,
+        r#"{"id":7,"choices":[]}"#,
+        r#"{"id":"c","created":1.5,"choices":[]}"#,
+        r#"{"id":"c","created":-1,"choices":[]}"#,
+        r#"{"model":"\ud800","choices":[]}"#,
+    ];
+    for chunk in chunks {
+        for (capture, meta) in [(false, false), (true, false), (false, true)] {
+            let scanned = ChunkRead::scan(chunk.as_bytes(), capture, meta);
+            let scanned = scanned.unwrap_or_else(|| panic!("not scanned: {chunk}"));
+            let parsed = ChunkRead::parse(chunk.as_bytes(), capture, meta);
+            assert_eq!(Some(scanned), parsed, "{chunk}");
+        }
+    }
+    // The identity is read when asked for, and only in the form serde_json reads.
+    let meta = |chunk: &str| ChunkRead::scan(chunk.as_bytes(), false, true).unwrap().meta;
+    let first = meta(chunks[0]).unwrap();
+    assert_eq!(
+        (first.id.as_deref(), first.model.as_deref(), first.created),
+        (Some("c1"), Some("m"), Some(1))
+    );
+    assert_eq!(meta(chunks[14]).unwrap().model.as_deref(), Some("\u{e9}"));
+    assert!(chunks[15..].iter().all(|c| meta(c).is_none()));
+    assert_eq!(
+        ChunkRead::scan(chunks[0].as_bytes(), false, false)
+            .unwrap()
+            .meta,
+        None
+    );
+    // What the scan leaves to serde_json: read the same, or refused.
+    let unusual = [
+        r#"{"choices":null}"#,
+        r#"{"choices":[{"delta":{"content":"x"},"finish_reason":7}]}"#,
+        r#"{"choices":[{"delta":"x"}]}"#,
+        r#"{"choices":[{"delta":{"content":"x","content":"y"}}]}"#,
+        r#"{"choices":[{"finish_reason":"st\u006fp"}]}"#,
+        r#"{"error":{"message":"Overloaded"}}"#,
+        r#"{"choices":[1]}"#,
+        r#"[null,null,null]"#,
+    ];
+    for chunk in unusual {
+        assert_eq!(
+            ChunkRead::scan(chunk.as_bytes(), true, true),
+            None,
+            "{chunk}"
+        );
+    }
+    let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true, true).is_none();
+    assert!(refused(unusual[1]) && refused(unusual[2]) && refused(unusual[3]));
+    let stop = ChunkRead::parse(unusual[4].as_bytes(), true, true).unwrap();
+    assert!(stop.finished);
+}
+
+#[test]
+fn the_commit_point_is_the_first_content() {
+    let mut t = ChunkTracker::new(false);
+    let role = r#"{"id":"c1","model":"m","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+    assert!(matches!(t.on_event(&ev(role)), ChunkAction::Forward(_)));
+    assert!(!t.committed);
+    let text =
+        r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#;
+    t.on_event(&ev(text));
+    assert!(t.committed && !t.finished);
+    let tool = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]}}]}"#;
+    let mut t2 = ChunkTracker::new(false);
+    t2.on_event(&ev(tool));
+    assert!(t2.committed);
+}
+
+#[test]
+fn usage_chunk_is_kept_only_when_asked_for() {
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":1}}"#;
+    let mut t = ChunkTracker::new(false);
+    assert!(matches!(t.on_event(&ev(usage)), ChunkAction::Skip));
+    assert!(t.usage_seen);
+    let mut t = ChunkTracker::new(true);
+    assert!(matches!(t.on_event(&ev(usage)), ChunkAction::Forward(_)));
+}
+
+#[test]
+fn the_usage_chunk_says_what_the_cache_read_and_wrote() {
+    let mut t = ChunkTracker::new(true);
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100,"audio_tokens":0}}}"#;
+    t.on_event(&ev(usage));
+    assert_eq!(
+        t.usage,
+        Some(Usage {
+            prompt_tokens: 1200,
+            completion_tokens: 5,
+            cache_read_tokens: 1024,
+            cache_write_tokens: 100,
+        })
+    );
+    // Some compatible servers send `null` details.
+    let mut t = ChunkTracker::new(true);
+    let usage = r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"prompt_tokens_details":null}}"#;
+    t.on_event(&ev(usage));
+    assert_eq!(t.usage, Some(Usage::new(3, 1)));
+}
+
+#[test]
+fn errors_done_and_garbage() {
+    let mut t = ChunkTracker::new(false);
+    assert!(matches!(t.on_event(&ev("[DONE]")), ChunkAction::Done));
+    assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
+    assert_eq!(t.malformed, 1);
+    match t.on_event(&ev(
+        r#"{"error":{"message":"Overloaded","type":"overloaded_error"}}"#,
+    )) {
+        ChunkAction::Error(m) => assert_eq!(m, "Overloaded"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn error_tail_says_incomplete() {
+    let mut t = ChunkTracker::new(false);
+    t.on_event(&ev(
+        r#"{"id":"c9","model":"m1","created":5,"choices":[{"index":0,"delta":{"content":"x"}}]}"#,
+    ));
+    let [finish, error] = <[Bytes; 2]>::try_from(t.error_tail("broken")).unwrap();
+    let finish = std::str::from_utf8(&finish).unwrap_or_default();
+    assert!(finish.contains(r#""finish_reason":"error""#) && finish.contains(r#""id":"c9""#));
+    assert!(std::str::from_utf8(&error)
+        .unwrap_or_default()
+        .contains("stream_interrupted"));
+}
+
+/// A stream's chunks alike but for their values are read by the shape of the first content
+/// chunk, each as a whole reading reads it; a chunk of another shape is read whole.
+#[test]
+fn chunks_of_one_shape_read_as_whole_ones() {
+    let chunk = |text: &str, extra: &str| {
+        format!(
+            r#"{{"id":"chatcmpl-7","object":"chat.completion.chunk","created":17,"model":"m","choices":[{{"index":0,"delta":{{"content":{text}}},"logprobs":null,"finish_reason":null}}],"usage":null,"obfuscation":"{extra}"}}"#
+        )
+    };
+    let tool = |args: &str| {
+        format!(
+            r#"{{"id":"c","choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{args}"}}}}]}},"finish_reason":null}}]}}"#
+        )
+    };
+    let stream = [
+        r#"{"id":"chatcmpl-7","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null}"#.to_owned(),
+        chunk(r#""Hi""#, "x1"),
+        chunk(r#""""#, ""),
+        chunk(r#"" th\"ere\n""#, "4nRt"),
+        chunk(r#""\ud83d\ude00 é""#, "q"),
+        chunk(r#""\ud800""#, "q"),
+        chunk("null", "q"),
+        chunk(r#""not closed"#, "q"),
+        chunk(r#""again""#, "q"),
+        tool("{\\\"a\\\""),
+        tool(":1}"),
+        r#"{"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}"#.to_owned(),
+        r#"{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}"#.to_owned(),
+    ];
+    for capture in [false, true] {
+        let mut shaped = ChunkTracker::new(true);
+        let mut whole = ChunkTracker::new(true).without_shapes();
+        shaped.set_capture(capture);
+        whole.set_capture(capture);
+        for chunk in &stream {
+            let (a, b) = (shaped.on_event(&ev(chunk)), whole.on_event(&ev(chunk)));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
+            assert_eq!(shaped.observed(), whole.observed(), "{chunk}");
+            assert_eq!(shaped.last_text, whole.last_text, "{chunk}");
+            assert_eq!(shaped.tool_calls_seen, whole.tool_calls_seen, "{chunk}");
+            assert_eq!(shaped.usage, whole.usage, "{chunk}");
+        }
+        assert_eq!(shaped.content_chunks, 7);
+        // The texts' shape, the null text's, the texts' again, the tool calls': as many as
+        // a stream makes.
+        assert_eq!(shaped.shapes, MAX_SHAPES);
+        assert_eq!(whole.shapes, MAX_SHAPES);
+        assert!(whole.shape.is_none());
+    }
+    // The shape made of the first text chunk reads the later ones (but the broken one).
+    let mut t = ChunkTracker::new(false);
+    t.on_event(&ev(&stream[0]));
+    t.on_event(&ev(&stream[1]));
+    let Some(Shaped::Chunk(shape)) = t.shape.as_deref() else {
+        panic!("no shape made");
+    };
+    for (n, chunk) in stream.iter().enumerate() {
+        let read = shape.read(chunk.as_bytes(), true);
+        assert_eq!(read.is_some(), (1..=5).contains(&n) || n == 8, "{chunk}");
+    }
+}
