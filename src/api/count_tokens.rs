@@ -90,9 +90,7 @@ async fn count(
             Ok(_) => Verdict::Ok,
             Err(e) => e.verdict(),
         };
-        target
-            .health
-            .attempt(Instant::now(), verdict, now.elapsed());
+        target.health.attempt(now, Instant::now(), verdict);
         let answered = match result {
             Ok(body) => Some((StatusCode::OK, body)),
             Err(e) if e.next_step(policy) == NextStep::ReturnAsIs => match e {

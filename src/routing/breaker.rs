@@ -379,18 +379,27 @@ impl Breaker {
         }
     }
 
-    /// Record the outcome of a user request (or, half-open, of a trial or probe).
-    pub fn record(&mut self, now: Instant, failed: bool) -> Option<Transition> {
+    /// Record the outcome of a user request (or, half-open, of a trial or probe) that started
+    /// at `started` and ended at `now`.
+    ///
+    /// An attempt that started before the breaker's last change of state is a straggler: it
+    /// tells of the target as it was then, and is not counted. A long request sent before a
+    /// trip that succeeds while a probe is in flight would otherwise pass for the probe's
+    /// success (and close the breaker early); one that fails after the close would count
+    /// against the ramp.
+    pub fn record(&mut self, started: Instant, now: Instant, failed: bool) -> Option<Transition> {
         let ticked = self.tick(now);
         let t = match self.phase {
+            _ if started < self.since => None,
             Phase::Closed => self.record_closed(now, failed),
-            Phase::Open { .. } => None, // a straggler from before the trip
-            // Only the trial or probe in flight counts; a straggler from before the trip doesn't.
+            Phase::Open { .. } => None,
+            // Only the trial or probe in flight counts (the last one started, when one was
+            // taken as lost).
             Phase::HalfOpen {
                 successes,
-                in_flight: Some(_),
+                in_flight: Some(trial),
                 ..
-            } => self.record_half_open(now, successes, failed),
+            } if started >= trial => self.record_half_open(now, successes, failed),
             Phase::HalfOpen { .. } => None,
         };
         t.or(ticked)

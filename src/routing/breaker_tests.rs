@@ -4,6 +4,13 @@ use std::num::NonZeroU32;
 
 use super::*;
 
+impl Breaker {
+    /// [`Breaker::record`] of an attempt that took no time: it started at `now`.
+    fn record_at(&mut self, now: Instant, failed: bool) -> Option<Transition> {
+        self.record(now, now, failed)
+    }
+}
+
 fn policy() -> BreakerPolicy {
     BreakerPolicy {
         failure_rate: 0.40,
@@ -34,7 +41,7 @@ fn drive(
     let n = (secs * f64::from(rps)) as u32;
     for i in 0..n {
         let now = start + step * i;
-        if let Some(t) = b.record(now, rng.f64() < fail) {
+        if let Some(t) = b.record_at(now, rng.f64() < fail) {
             return Some((now - start, t));
         }
     }
@@ -73,7 +80,7 @@ fn a_partial_outage_trips_once_min_requests_is_reached() {
     let mut trip = None;
     for i in 0..100u32 {
         // ok, fail, ok, fail...: 50%, never two failures in a row.
-        if let Some(t) = b.record(t0 + Duration::from_millis(100) * i, i % 2 == 1) {
+        if let Some(t) = b.record_at(t0 + Duration::from_millis(100) * i, i % 2 == 1) {
             trip = Some((i + 1, t));
             break;
         }
@@ -102,12 +109,12 @@ fn a_run_of_failures_on_a_noisy_target_does_not_trip_it() {
     // target that fails one time in five makes such runs now and then.
     for i in 0..30u32 {
         assert!(b
-            .record(t0 + Duration::from_secs(u64::from(i)), i % 5 == 0)
+            .record_at(t0 + Duration::from_secs(u64::from(i)), i % 5 == 0)
             .is_none());
     }
     for i in 30..35u32 {
         assert!(
-            b.record(t0 + Duration::from_secs(u64::from(i)), true)
+            b.record_at(t0 + Duration::from_secs(u64::from(i)), true)
                 .is_none(),
             "at {i}"
         );
@@ -116,7 +123,7 @@ fn a_run_of_failures_on_a_noisy_target_does_not_trip_it() {
 
 fn trip_now(b: &mut Breaker, now: Instant) {
     for _ in 0..5 {
-        b.record(now, true);
+        b.record_at(now, true);
     }
     assert_eq!(b.state(now), State::Open);
 }
@@ -126,7 +133,7 @@ fn probe_until_closed(b: &mut Breaker, mut now: Instant, healthy_from: Instant) 
     for _ in 0..300_000 {
         let (due, _) = b.probe_due(now);
         if due {
-            if let Some(t) = b.record(now, now < healthy_from) {
+            if let Some(t) = b.record_at(now, now < healthy_from) {
                 if t.to == State::Closed {
                     return now;
                 }
@@ -239,7 +246,7 @@ fn a_provider_recovering_with_fifteen_percent_errors_cycles_at_most_once_per_hol
         let failed = rng.f64() < 0.15;
         let (due, _) = b.probe_due(now);
         let t = if due || b.admit(now, rng.f64()).0 {
-            b.record(now, failed)
+            b.record_at(now, failed)
         } else {
             None
         };
@@ -296,6 +303,59 @@ fn manual_overrides() {
 }
 
 #[test]
+fn a_request_sent_before_the_trip_does_not_pass_for_the_probe() {
+    let t0 = Instant::now();
+    let mut p = policy();
+    p.half_open_probes = NonZeroU32::MIN;
+    let mut b = Breaker::new(p, t0);
+    let sent = t0;
+    let tripped = t0 + Duration::from_secs(1);
+    trip_now(&mut b, tripped);
+    let probed = tripped + Duration::from_secs(30);
+    assert!(b.probe_due(probed).0);
+    // A long request sent before the trip answers while the probe is in flight: neither its
+    // success nor its failure is the probe's.
+    let answered = probed + Duration::from_millis(5);
+    assert_eq!(b.record(sent, answered, false), None);
+    assert_eq!(b.record(sent, answered, true), None);
+    assert_eq!(b.state(answered), State::HalfOpen);
+    assert!(!b.probe_due(answered).0, "the probe is still in flight");
+    let closed = b.record(probed, answered, false).unwrap();
+    assert_eq!(
+        (closed.to, closed.reason),
+        (State::Closed, TripReason::Recovered)
+    );
+}
+
+#[test]
+fn failures_of_requests_sent_before_a_close_do_not_count_against_the_ramp() {
+    let t0 = Instant::now();
+    let mut b = Breaker::new(policy(), t0);
+    let sent = t0;
+    let tripped = t0 + Duration::from_secs(1);
+    trip_now(&mut b, tripped);
+    let hold_end = tripped + Duration::from_secs(30);
+    let closed = probe_until_closed(&mut b, hold_end, hold_end);
+    for i in 0..20 {
+        assert_eq!(
+            b.record(sent, closed + Duration::from_millis(i), true),
+            None
+        );
+    }
+    assert_eq!(b.state(closed + Duration::from_secs(1)), State::Closed);
+    // The same failures of requests sent after the close reopen it.
+    let reopened = (0..20)
+        .find_map(|i| {
+            b.record_at(
+                closed + Duration::from_secs(1) + Duration::from_millis(i),
+                true,
+            )
+        })
+        .unwrap();
+    assert_eq!(reopened.to, State::Open);
+}
+
+#[test]
 fn client_traffic_trial_with_probes_off() {
     let t0 = Instant::now();
     let mut p = policy();
@@ -305,7 +365,7 @@ fn client_traffic_trial_with_probes_off() {
     let now = t0 + Duration::from_secs(30);
     assert!(b.admit(now, 0.5).0, "one trial request");
     assert!(!b.admit(now, 0.5).0, "only one at a time");
-    assert!(b.record(now, false).is_none());
+    assert!(b.record_at(now, false).is_none());
     let next = now + Duration::from_millis(500);
     assert!(b.admit(next, 0.5).0);
 }
@@ -323,7 +383,7 @@ fn the_clusters_failure_share_trips_a_replica_that_saw_too_little_alone() {
     // Here: 8 requests, 4 failed (below min_requests = 20, not 5 in a row).
     for i in 0..8 {
         assert_eq!(
-            b.record(t0 + Duration::from_millis(i * 100), i % 2 == 0),
+            b.record_at(t0 + Duration::from_millis(i * 100), i % 2 == 0),
             None
         );
     }
@@ -339,7 +399,7 @@ fn remote_counts_below_the_share_or_without_failures_do_not_trip() {
     let t0 = Instant::now();
     let mut b = Breaker::new(policy(), t0);
     for i in 0..8 {
-        b.record(t0 + Duration::from_millis(i * 100), i % 2 == 0);
+        b.record_at(t0 + Duration::from_millis(i * 100), i % 2 == 0);
     }
     let now = t0 + Duration::from_secs(1);
     // 4 + 3 failed of 8 + 12 = 35%: under 40%.
@@ -407,7 +467,7 @@ fn a_closing_breaker_forgets_the_others_counts() {
     b.manual(t0, Manual::Close);
     // The failures the others saw before the close do not count after it.
     assert_eq!(b.snapshot(t0).requests_in_window, 0);
-    assert_eq!(b.record(t0, true), None);
+    assert_eq!(b.record_at(t0, true), None);
 }
 
 #[test]
@@ -461,7 +521,7 @@ fn a_close_taken_over_by_a_closed_breaker_starts_its_counts_over() {
     let t0 = Instant::now();
     let mut b = Breaker::new(policy(), t0);
     for i in 0..10 {
-        b.record(t0 + Duration::from_millis(i * 10), i % 3 == 0);
+        b.record_at(t0 + Duration::from_millis(i * 10), i % 3 == 0);
     }
     assert_eq!(b.adopt(t0, Adopt::Close { ramp: true }), None);
     assert_eq!(b.snapshot(t0).requests_in_window, 0);

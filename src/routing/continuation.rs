@@ -191,7 +191,7 @@ impl Continuation {
                     }
                     Err(e) => {
                         let now = Instant::now();
-                        target.health.attempt(now, e.verdict(), start.elapsed());
+                        target.health.attempt(start, now, e.verdict());
                         if let NextStep::RetryAfter(wait) = e.next_step(policy) {
                             // As after any attempt: the next request goes elsewhere meanwhile.
                             target.park(now, wait);

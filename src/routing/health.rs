@@ -255,19 +255,20 @@ impl Health {
         self.lock().breaker.recovery_eta(now)
     }
 
-    /// One attempt (or probe) ended after `elapsed`.
-    pub fn attempt(&self, now: Instant, verdict: Verdict, elapsed: Duration) {
-        self.record(now, verdict, elapsed, true);
+    /// One attempt (or probe), started at `start`, ended at `now`.
+    pub fn attempt(&self, start: Instant, now: Instant, verdict: Verdict) {
+        self.record(start, now, verdict, true);
     }
 
-    /// A stream attempt ended after `elapsed`: counted like an attempt, but its length (the
-    /// answer's, not the target's speed) stays out of the latency SLI; its time to first token
-    /// was recorded at the commit point.
-    pub fn stream_ended(&self, now: Instant, verdict: Verdict, elapsed: Duration) {
-        self.record(now, verdict, elapsed, false);
+    /// A stream attempt, started at `start`, ended at `now`: counted like an attempt, but its
+    /// length (the answer's, not the target's speed) stays out of the latency SLI; its time to
+    /// first token was recorded at the commit point.
+    pub fn stream_ended(&self, start: Instant, now: Instant, verdict: Verdict) {
+        self.record(start, now, verdict, false);
     }
 
-    fn record(&self, now: Instant, verdict: Verdict, elapsed: Duration, latency: bool) {
+    fn record(&self, start: Instant, now: Instant, verdict: Verdict, latency: bool) {
+        let elapsed = now.saturating_duration_since(start);
         let t = {
             let mut inner = self.lock();
             let t = match verdict {
@@ -280,14 +281,14 @@ impl Health {
                             s.latency.saturating_record(micros(elapsed));
                         }
                     }
-                    inner.breaker.record(now, false)
+                    inner.breaker.record(start, now, false)
                 }
                 Verdict::Failed => {
                     inner.sli.attempt(now, false, None);
                     if let Some(s) = inner.signals.as_deref_mut() {
                         s.failed += 1;
                     }
-                    inner.breaker.record(now, true)
+                    inner.breaker.record(start, now, true)
                 }
             };
             self.mark_unpublished(&mut inner, now, t);
@@ -437,9 +438,13 @@ mod tests {
     use super::*;
 
     fn health() -> Health {
+        health_with(BreakerPolicy::default())
+    }
+
+    fn health_with(policy: BreakerPolicy) -> Health {
         Health::new(
             "p/m",
-            BreakerPolicy::default(),
+            policy,
             Registry::new(),
             Arc::default(),
             Arc::default(),
@@ -449,6 +454,29 @@ mod tests {
 
     fn state(h: &Health, now: Instant) -> State {
         h.snapshot(now).0.state
+    }
+
+    #[test]
+    fn an_attempt_is_judged_by_when_it_started() {
+        let h = health_with(BreakerPolicy {
+            half_open_probes: std::num::NonZeroU32::MIN,
+            ..BreakerPolicy::default()
+        });
+        let sent = Instant::now();
+        let tripped = sent + Duration::from_secs(1);
+        for _ in 0..20 {
+            h.attempt(tripped, tripped, Verdict::Failed);
+        }
+        assert_eq!(state(&h, tripped), State::Open);
+        let probed = tripped + Duration::from_secs(30);
+        assert!(h.probe_due(probed));
+        // A request sent before the trip answers while the probe is in flight: its success
+        // does not close the breaker, the probe's does.
+        let answered = probed + Duration::from_millis(5);
+        h.attempt(sent, answered, Verdict::Ok);
+        assert_eq!(state(&h, answered), State::HalfOpen);
+        h.attempt(probed, answered, Verdict::Ok);
+        assert_eq!(state(&h, answered), State::Closed);
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub(super) fn launch<'a>(
             ended = Instant::now();
             if result.is_ok() {
                 // A stream's attempt is judged when it ends (see `relay`).
-                target.health.attempt(ended, Verdict::Ok, ended - start);
+                target.health.attempt(start, ended, Verdict::Ok);
             }
             result.map(|(body, usage)| Answer::Full {
                 body,

@@ -37,7 +37,6 @@ pub async fn probe(target: Arc<Target>) {
     };
     let deadline = crate::clock::after(start, target.probe_timeout);
     let result = call_full(&target, body, deadline, true, Forward::default()).await;
-    let elapsed = start.elapsed();
     let verdict = match &result {
         Ok(_) => Verdict::Ok,
         Err(e) => {
@@ -47,7 +46,7 @@ pub async fn probe(target: Arc<Target>) {
             Verdict::Failed
         }
     };
-    target.health.attempt(Instant::now(), verdict, elapsed);
+    target.health.attempt(start, Instant::now(), verdict);
 }
 
 /// Run until dropped: every tick, start the probes that are due. While every breaker is

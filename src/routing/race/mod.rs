@@ -402,7 +402,7 @@ impl<'a> Race<'a> {
         let target = self.target(idx);
         self.last_failed = Some(idx);
         let elapsed = now - start;
-        target.health.attempt(now, err.verdict(), elapsed);
+        target.health.attempt(start, now, err.verdict());
         let status = err.status().map(|s| s.as_u16());
         let attempt = self.attempt(
             target,

@@ -228,7 +228,9 @@ impl Relay {
             AttemptOutcome::Diverged => Verdict::Neutral,
             _ => Verdict::Failed,
         };
-        self.current.health.stream_ended(now, verdict, duration);
+        self.current
+            .health
+            .stream_ended(self.attempt_start, now, verdict);
         self.attempts.push(Attempt {
             target: self.current.clone(),
             start: self.attempt_start - self.ctx.request_start,

@@ -206,7 +206,7 @@ interval = "5s"
             let ms = if i == 0 { first_ms } else { 100 };
             for _ in 0..50 {
                 t.health
-                    .attempt(now, Verdict::Ok, Duration::from_millis(ms));
+                    .attempt(now - Duration::from_millis(ms), now, Verdict::Ok);
             }
         }
         tokio::time::advance(Duration::from_secs(5)).await;
