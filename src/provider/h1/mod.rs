@@ -115,16 +115,25 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         defaults: &Defaults,
     ) -> Result<Answer<T>, WriteError> {
         self.encode_head(req, defaults);
-        let wrote = self.write_all(req.body()).await;
+        let head_only = req.method() == Method::HEAD;
+        let wrote = self.write_all(req.body(), head_only).await;
         // The head holds credentials: kept for its allocation only.
         self.head.clear();
-        wrote?;
-        let written = |error| WriteError {
-            error,
-            written: true,
+        let parsed = match wrote? {
+            // Answered before the whole request was sent: the upstream may not read the rest,
+            // and the connection cannot take another request.
+            Some(parsed) => head::Parsed {
+                reuse: false,
+                ..parsed
+            },
+            None => self
+                .read_head(head_only)
+                .await
+                .map_err(|error| WriteError {
+                    error,
+                    written: true,
+                })?,
         };
-        let head_only = req.method() == Method::HEAD;
-        let parsed = self.read_head(head_only).await.map_err(written)?;
         Ok(Answer {
             status: parsed.status,
             head: parsed.head,
@@ -165,7 +174,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     }
 
     /// Write the encoded head and `body` (in one system call when they fit the socket).
-    async fn write_all(&mut self, body: &[u8]) -> Result<(), WriteError> {
+    ///
+    /// While the socket takes no more, what the upstream sent is read: an upstream may answer
+    /// before it has read the whole body (a `413`, a `401`) and then read no more of it, and a
+    /// request that waited for the socket to drain would wait for its deadline. Such an
+    /// answer's head is returned, the rest of the body unsent.
+    async fn write_all(
+        &mut self,
+        body: &[u8],
+        head_only: bool,
+    ) -> Result<Option<head::Parsed>, WriteError> {
         let (mut head_at, mut body_at) = (0, 0);
         let wrote = poll_fn(|cx| {
             while head_at < self.head.len() || body_at < body.len() {
@@ -175,42 +193,71 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                 ];
                 let n = match Pin::new(&mut self.io).poll_write_vectored(cx, &bufs) {
                     Poll::Ready(Ok(0)) => {
-                        return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero)))
+                        return Poll::Ready(Err(Error::Io(io::ErrorKind::WriteZero.into())))
                     }
                     Poll::Ready(Ok(n)) => n,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
+                    Poll::Pending => {
+                        return self.poll_early_head(cx, head_only).map(|h| h.map(Some))
+                    }
                 };
                 let to_head = n.min(self.head.len() - head_at);
                 head_at += to_head;
                 body_at += n - to_head;
             }
-            Pin::new(&mut self.io).poll_flush(cx)
+            Pin::new(&mut self.io)
+                .poll_flush(cx)
+                .map(|flushed| flushed.map(|()| None).map_err(Error::Io))
         })
         .await;
-        wrote.map_err(|e| WriteError {
-            error: Error::Io(e),
+        wrote.map_err(|error| WriteError {
+            error,
             written: head_at > 0 || body_at > 0,
         })
+    }
+
+    /// While a request is still being written: a final head the upstream has sent already
+    /// (`Pending` until one is complete; `1xx` heads skipped). An upstream that closes the
+    /// connection before it answers is an error.
+    fn poll_early_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        head_only: bool,
+    ) -> Poll<Result<head::Parsed, Error>> {
+        loop {
+            if let Some(head) = self.parsed_head(head_only)? {
+                return Poll::Ready(Ok(head));
+            }
+            if ready!(self.poll_fill(cx))? == 0 {
+                return Poll::Ready(Err(Error::Closed("a response")));
+            }
+        }
+    }
+
+    /// A final head parsed from the bytes read so far (`1xx` heads taken out and skipped).
+    fn parsed_head(&mut self, head_only: bool) -> Result<Option<head::Parsed>, Error> {
+        while !self.buf.is_empty() {
+            match head::parse(&mut self.buf, head_only)? {
+                Some(head) if head.status.is_informational() => {
+                    if head.status == StatusCode::SWITCHING_PROTOCOLS {
+                        return Err(Error::Invalid("an unasked protocol switch"));
+                    }
+                }
+                Some(head) => return Ok(Some(head)),
+                None if self.buf.len() >= MAX_HEAD => {
+                    return Err(Error::Invalid("a head over 64 KiB"))
+                }
+                None => break,
+            }
+        }
+        Ok(None)
     }
 
     /// Read until a final response head (`1xx` heads skipped) has been parsed.
     async fn read_head(&mut self, head_only: bool) -> Result<head::Parsed, Error> {
         poll_fn(|cx| loop {
-            if !self.buf.is_empty() {
-                match head::parse(&mut self.buf, head_only)? {
-                    Some(head) if head.status.is_informational() => {
-                        if head.status == StatusCode::SWITCHING_PROTOCOLS {
-                            return Poll::Ready(Err(Error::Invalid("an unasked protocol switch")));
-                        }
-                        continue;
-                    }
-                    Some(head) => return Poll::Ready(Ok(head)),
-                    None if self.buf.len() >= MAX_HEAD => {
-                        return Poll::Ready(Err(Error::Invalid("a head over 64 KiB")))
-                    }
-                    None => {}
-                }
+            if let Some(head) = self.parsed_head(head_only)? {
+                return Poll::Ready(Ok(head));
             }
             let empty = self.buf.is_empty();
             if ready!(self.poll_fill(cx))? == 0 {

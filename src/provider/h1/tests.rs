@@ -71,7 +71,7 @@ async fn read_every_way(answer: &[u8]) -> Result<(u16, Vec<u8>, bool), Error> {
 async fn written(req: &Request<Bytes>, defaults: &Defaults) -> String {
     let mut conn = Conn::new(Script::default());
     conn.encode_head(req, defaults);
-    conn.write_all(req.body()).await.unwrap();
+    assert!(conn.write_all(req.body(), false).await.unwrap().is_none());
     String::from_utf8(conn.io.written).unwrap()
 }
 
@@ -410,4 +410,43 @@ async fn the_head_s_fields_are_a_map_when_asked() {
         .await
         .unwrap();
     assert_eq!(resp.head.content_type(), None);
+}
+
+/// An upstream that answers a large request before reading its body, and then reads no more
+/// of it (as servers refusing a body do): its answer is taken while the body is still being
+/// written, the rest is not sent, and the connection is not kept.
+#[tokio::test(start_paused = true)]
+async fn an_answer_sent_before_the_body_was_read_is_taken() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let (client, mut upstream) = tokio::io::duplex(4096);
+    let serve = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        let mut piece = [0; 1024];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = upstream.read(&mut piece).await.unwrap();
+            seen.extend_from_slice(&piece[..n]);
+        }
+        upstream
+            .write_all(b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 5\r\n\r\nlarge")
+            .await
+            .unwrap();
+        // Held open, never read again.
+        std::future::pending::<()>().await;
+    });
+    let mut req = post();
+    *req.body_mut() = Bytes::from(vec![b'x'; 1 << 20]);
+    let defaults = Defaults::default();
+    let send = Conn::new(client).send(&req, &defaults);
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(60), send)
+        .await
+        .expect("the answer is taken without waiting for the body to be read")
+        .unwrap();
+    assert_eq!(resp.status, 413);
+    let mut body = resp.body;
+    let data = poll_fn(|cx| body.poll_data(cx)).await.unwrap().unwrap();
+    assert_eq!(&data[..], b"large");
+    assert!(poll_fn(|cx| body.poll_data(cx)).await.is_none());
+    assert!(body.take_idle().is_none(), "half a request was sent on it");
+    serve.abort();
 }
