@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
-use super::chunks::{AnthropicUsage, ResponsesUsage, Usage};
+use super::chunks::{scanned, AnthropicUsage, ResponsesUsage, Scanned, Usage};
 use super::scan;
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
@@ -144,7 +144,7 @@ pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Tran
             Some(usage) => Ok(usage),
             None => completion_usage(body),
         },
-        // The scanner finds the usage; only that object is read by serde_json.
+        // The scanner reads the usage; serde_json only what it does not take.
         Dialect::Anthropic => match plain_usage::<AnthropicUsage>(body, "content") {
             Some(usage) => Ok(usage.map(|u| u.usage())),
             None => whole_usage(dialect, body),
@@ -187,17 +187,14 @@ fn whole_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, Translate
 }
 
 /// The `usage` of a plain object `body` (see [`scan`]) that has `required` (any value), as
-/// [`whole_usage`] reads it: the scanner checks the body and finds the usage, serde_json reads
-/// only that object. `None` when the scanner does not take the body, `required` is missing or
-/// serde_json does not take the usage: [`whole_usage`] then says why, or accepts what is not
+/// [`whole_usage`] reads it, by the scanner alone (the body checked, then its usage read).
+/// `None` when the scanner does not take the body, `required` is missing or
+/// the usage does not read as `U`: [`whole_usage`] then says why, or accepts what is not
 /// plain.
-fn plain_usage<U: serde::de::DeserializeOwned>(body: &[u8], required: &str) -> Option<Option<U>> {
+fn plain_usage<U: Scanned>(body: &[u8], required: &str) -> Option<Option<U>> {
     let [present, usage] = scan::fields(body, [required, "usage"])?;
     present?;
-    match scan::not_null(body, usage) {
-        None => Some(None),
-        Some(usage) => serde_json::from_slice(&body[usage]).ok().map(Some),
-    }
+    scanned(body, usage)
 }
 
 /// Fuzzing: [`native_usage`] of an Anthropic message or a Responses API response read by
@@ -247,25 +244,28 @@ pub fn fuzz_completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateErro
 /// one pass: `None` when it is not one, for serde_json to say why (or to accept what is not
 /// plain).
 fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
-    let ([_, usage], choices) =
-        scan::fields_and_items(body, ["choices", "usage"], 0, ["message"], |[message]| {
-            message.is_some_and(|m| body[m.start] == b'{')
-        })?;
+    let ([_, usage], choices, counts) = scan::fields_items_and_nested(
+        body,
+        ["choices", "usage"],
+        (0, ["message"]),
+        |[message]| message.is_some_and(|m| body[m.start] == b'{'),
+        (
+            1,
+            [
+                "prompt_tokens",
+                "completion_tokens",
+                "prompt_tokens_details",
+            ],
+        ),
+    )?;
     if choices == 0 {
         return None;
     }
-    let Some(usage) = scan::not_null(body, usage) else {
+    if scan::not_null(body, usage).is_none() {
         return Some(None);
-    };
-    let [prompt, completion, details] = scan::fields_in(
-        body,
-        usage,
-        [
-            "prompt_tokens",
-            "completion_tokens",
-            "prompt_tokens_details",
-        ],
-    )?;
+    }
+    // Read in the same pass, when the usage is a plain object (else not a plain answer).
+    let [prompt, completion, details] = counts?;
     let count = |r: Option<std::ops::Range<usize>>| match r {
         Some(r) => scan::whole_number(&body[r]),
         None => Some(0),
@@ -313,6 +313,79 @@ mod tests {
         let translated = |d, b: &[u8]| response_to_openai(d, b).ok().and_then(|(_, u)| u);
         assert_eq!(translated(Dialect::Anthropic, anthropic), Some(with_write));
         assert_eq!(translated(Dialect::Gemini, gemini), Some(read));
+    }
+
+    /// An Anthropic or Responses usage is read by the scanner as serde_json reads it: the same
+    /// counts, and the same refusals (a count that is no whole number, a `null` where a count
+    /// has a default, a key twice), which the scanner leaves to serde_json.
+    #[test]
+    fn a_usage_reads_alike_by_the_scanner_and_by_serde_json() {
+        let cases: [(Dialect, &str, bool); 14] = [
+            (
+                Dialect::Anthropic,
+                r#"{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":null,"cache_creation":{"ephemeral_5m_input_tokens":4,"ephemeral_1h_input_tokens":6}}"#,
+                true,
+            ),
+            (
+                Dialect::Anthropic,
+                r#"{"output_tokens":2,"cache_creation":{"ephemeral_1h_input_tokens":6},"other":[1,{"x":null}]}"#,
+                true,
+            ),
+            (
+                Dialect::Anthropic,
+                r#"{"input_tokens":5,"cache_creation":null}"#,
+                true,
+            ),
+            (Dialect::Anthropic, r#"{}"#, true),
+            (Dialect::Anthropic, r#"{"input_tokens":5.0}"#, false),
+            (Dialect::Anthropic, r#"{"input_tokens":-1}"#, false),
+            (
+                Dialect::Anthropic,
+                r#"{"cache_creation":{"ephemeral_5m_input_tokens":null}}"#,
+                false,
+            ),
+            (
+                Dialect::Anthropic,
+                r#"{"input_tokens":1,"input_tokens":2}"#,
+                false,
+            ),
+            (Dialect::Anthropic, r#"[1]"#, false),
+            (
+                Dialect::Responses,
+                r#"{"input_tokens":3210,"input_tokens_details":{"cached_tokens":3000,"cache_write_tokens":10},"output_tokens":7}"#,
+                true,
+            ),
+            (
+                Dialect::Responses,
+                r#"{"output_tokens":7,"input_tokens_details":null}"#,
+                true,
+            ),
+            (Dialect::Responses, r#"{"input_tokens":null}"#, false),
+            (
+                Dialect::Responses,
+                r#"{"input_tokens_details":{"cached_tokens":1e3}}"#,
+                false,
+            ),
+            (Dialect::Responses, r#""none""#, false),
+        ];
+        for (dialect, usage, plain) in cases {
+            let required = if dialect == Dialect::Anthropic {
+                "content"
+            } else {
+                "output"
+            };
+            let body = format!(r#"{{"{required}":[],"usage":{usage}}}"#);
+            let ours = native_usage(dialect, body.as_bytes()).map_err(|e| e.to_string());
+            let theirs = whole_usage(dialect, body.as_bytes()).map_err(|e| e.to_string());
+            assert_eq!(ours, theirs, "{body}");
+            let scanned = match dialect {
+                Dialect::Anthropic => plain_usage::<AnthropicUsage>(body.as_bytes(), required)
+                    .map(|u| u.map(|u| u.usage())),
+                _ => plain_usage::<ResponsesUsage>(body.as_bytes(), required)
+                    .map(|u| u.map(|u| u.usage())),
+            };
+            assert_eq!(scanned.is_some(), plain, "read by the scanner: {body}");
+        }
     }
 
     /// A same-dialect OpenAI answer is checked for what the gateway relies on (a choice with a

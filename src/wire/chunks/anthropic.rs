@@ -5,12 +5,13 @@
 //! event type goes on untouched.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::fields::{index, nested, owned_text, raw, text, Raw};
+use super::fields::{count, index, nested, number, owned_text, raw, scanned, text, Raw, Scanned};
 use super::{ChunkAction, ChunkMeta, ChunkTracker, Shaped, Usage};
 use crate::wire::scan;
 use crate::wire::sse::{encode_event, SseEvent};
@@ -73,7 +74,7 @@ impl<'a> EventView<'a> {
             index: index(data, index_at)?,
             content_block: nested(data, block)?,
             delta: nested(data, delta)?,
-            usage: nested(data, usage)?,
+            usage: scanned(data, usage)?,
             error: nested(data, error)?,
             message_fields: inner.map(|(_, spans)| spans),
         })
@@ -198,6 +199,43 @@ struct CacheCreationView {
     ephemeral_1h_input_tokens: u64,
 }
 
+impl Scanned for UsageView {
+    fn scan(data: &[u8], span: Range<usize>) -> Option<UsageView> {
+        let [input, output, read, write, creation] = scan::fields_in(
+            data,
+            span,
+            [
+                "input_tokens",
+                "output_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+                "cache_creation",
+            ],
+        )?;
+        Some(UsageView {
+            input_tokens: number(data, input)?,
+            output_tokens: number(data, output)?,
+            cache_read_input_tokens: number(data, read)?,
+            cache_creation_input_tokens: number(data, write)?,
+            cache_creation: scanned(data, creation)?,
+        })
+    }
+}
+
+impl Scanned for CacheCreationView {
+    fn scan(data: &[u8], span: Range<usize>) -> Option<CacheCreationView> {
+        let [five_minutes, one_hour] = scan::fields_in(
+            data,
+            span,
+            ["ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens"],
+        )?;
+        Some(CacheCreationView {
+            ephemeral_5m_input_tokens: count(data, five_minutes)?,
+            ephemeral_1h_input_tokens: count(data, one_hour)?,
+        })
+    }
+}
+
 impl UsageView {
     fn cache_write(&self) -> Option<u64> {
         self.cache_creation_input_tokens.or_else(|| {
@@ -264,7 +302,7 @@ impl MessageView {
         Some(MessageView {
             id: owned_text(data, id)?,
             model: owned_text(data, model)?,
-            usage: nested(data, usage)?,
+            usage: scanned(data, usage)?,
         })
     }
 }

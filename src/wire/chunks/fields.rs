@@ -44,7 +44,7 @@ impl<'a> Raw<'a> {
 
 /// The value at `span` of an `Option<u64>` field as serde_json reads it (absent or `null`:
 /// `None`); `None` when it does not read as one.
-pub(super) fn number(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u64>> {
+pub(in crate::wire) fn number(data: &[u8], span: Option<Range<usize>>) -> Option<Option<u64>> {
     match scan::not_null(data, span) {
         None => Some(None),
         Some(span) => scan::whole_number(&data[span]).map(Some),
@@ -72,6 +72,33 @@ pub(super) fn owned_text(data: &[u8], span: Option<Range<usize>>) -> Option<Opti
 /// As [`number`], for an `Option<Raw>` field.
 pub(super) fn raw(data: &[u8], span: Option<Range<usize>>) -> Option<Option<Raw<'_>>> {
     Some(scan::not_null(data, span).map(|span| Raw(&data[span])))
+}
+
+/// The value at `span` of a `u64` field with a default as serde_json reads it (absent: 0;
+/// `null` is no number); `None` when it does not read as one.
+pub(in crate::wire) fn count(data: &[u8], span: Option<Range<usize>>) -> Option<u64> {
+    match span {
+        None => Some(0),
+        Some(span) => scan::whole_number(&data[span]),
+    }
+}
+
+/// A small object the scanner reads as serde_json reads it into `Self`.
+pub(in crate::wire) trait Scanned: Sized {
+    /// The object at `span` of a body the scanner accepted; `None` when it does not read as
+    /// `Self` (serde_json then says why, or reads what is not plain).
+    fn scan(data: &[u8], span: Range<usize>) -> Option<Self>;
+}
+
+/// As [`number`], for an `Option<T>` field that the scanner reads.
+pub(in crate::wire) fn scanned<T: Scanned>(
+    data: &[u8],
+    span: Option<Range<usize>>,
+) -> Option<Option<T>> {
+    match scan::not_null(data, span) {
+        None => Some(None),
+        Some(span) => T::scan(data, span).map(Some),
+    }
 }
 
 /// As [`number`], for an `Option<T>` field that serde_json reads (a small object).

@@ -20,6 +20,7 @@ use crate::canonical::Dialect;
 #[cfg(fuzzing)]
 pub use anthropic::fuzz_event_read as fuzz_anthropic_event_read;
 pub(super) use anthropic::UsageView as AnthropicUsage;
+pub(super) use fields::{scanned, Scanned};
 #[cfg(fuzzing)]
 pub use openai::fuzz_chunk_read;
 use openai::{ChunkRead, ChunkShape};

@@ -55,10 +55,30 @@ pub fn fields_and_items<const N: usize, const M: usize>(
     keys: [&str; N],
     list: usize,
     item_keys: [&str; M],
-    mut item: impl FnMut([Option<Range<usize>>; M]) -> bool,
+    item: impl FnMut([Option<Range<usize>>; M]) -> bool,
 ) -> Option<([Option<Range<usize>>; N], usize)> {
+    let (found, count, _) =
+        fields_items_and_nested(body, keys, (list, item_keys), item, (usize::MAX, []))?;
+    Some((found, count))
+}
+
+/// [`fields_and_items`], and, in the same pass, when the value of `keys[nested]` is a plain
+/// object, the spans in `body` of the values of `inner_keys` in it (as [`fields_in`] would
+/// find them, without reading the value again; `None` when it is not one).
+pub fn fields_items_and_nested<const N: usize, const M: usize, const L: usize>(
+    body: &[u8],
+    keys: [&str; N],
+    (list, item_keys): (usize, [&str; M]),
+    mut item: impl FnMut(Spans<M>) -> bool,
+    (nested, inner_keys): (usize, [&str; L]),
+) -> Option<(Spans<N>, usize, Option<Spans<L>>)> {
     let mut count = 0;
+    let mut inner = None;
     let found = read(body, keys, &mut |k, scan| {
+        if k == nested {
+            inner = scan.plain_object(inner_keys);
+            return Some(inner.is_some());
+        }
         if k != list {
             return Some(false);
         }
@@ -69,7 +89,7 @@ pub fn fields_and_items<const N: usize, const M: usize>(
         })?;
         Some(true)
     })?;
-    Some((found, count))
+    Some((found, count, inner))
 }
 
 /// The spans of the values of `N` keys, each `None` when its key is absent.
@@ -91,21 +111,11 @@ pub fn fields_and_nested<const N: usize, const M: usize>(
 ) -> Option<(Spans<N>, Option<Nested<M>>)> {
     let mut inner = None;
     let found = read(body, keys, &mut |k, scan| {
-        if inner.is_some() || scan.peek() != Some(b'{') || !nested.contains(&k) {
+        if inner.is_some() || !nested.contains(&k) {
             return Some(false);
         }
-        let start = scan.i;
-        match scan.object(1, inner_keys, &mut |_, _| Some(false)) {
-            Some(spans) => {
-                inner = Some((k, spans));
-                Some(true)
-            }
-            // Not plain (a key with escapes, say): read as any other value.
-            None => {
-                scan.i = start;
-                Some(false)
-            }
-        }
+        inner = scan.plain_object(inner_keys).map(|spans| (k, spans));
+        Some(inner.is_some())
     })?;
     Some((found, inner))
 }
@@ -347,6 +357,21 @@ impl Scanner<'_> {
                 _ => i += 1,
             }
         }
+    }
+
+    /// The spans of the values of `keys` in the object at `i`, when it is a plain one (see
+    /// [`Scanner::object`]), read; else `None`, nothing read (the value is then read as any
+    /// other: a key with escapes, say, is only not plain).
+    fn plain_object<const N: usize>(&mut self, keys: [&str; N]) -> Option<Spans<N>> {
+        if self.peek() != Some(b'{') {
+            return None;
+        }
+        let start = self.i;
+        let spans = self.object(1, keys, &mut |_, _| Some(false));
+        if spans.is_none() {
+            self.i = start;
+        }
+        spans
     }
 
     /// An array at `i`; `item` reads each item (at its first byte).

@@ -92,6 +92,54 @@ fn items_of(body: &str) -> Option<Vec<Option<String>>> {
 }
 
 #[test]
+fn finds_items_and_a_nested_object_in_the_same_pass() {
+    let read = |body: &str| {
+        let b = body.as_bytes();
+        let mut items = Vec::new();
+        let (found, count, nested) = fields_items_and_nested(
+            b,
+            ["a", "u"],
+            (0, ["b"]),
+            |[item]| {
+                items.push(at(body, &item).map(str::to_owned));
+                true
+            },
+            (1, ["x", "y"]),
+        )?;
+        assert_eq!(Some(found.clone()), fields(b, ["a", "u"]), "{body}");
+        assert_eq!(count, items.len());
+        let after = found[1]
+            .clone()
+            .and_then(|span| fields_in(b, span, ["x", "y"]));
+        assert_eq!(nested, after, "{body}");
+        let nested = nested.map(|spans| spans.map(|s| at(body, &s).map(str::to_owned)));
+        Some((items, nested))
+    };
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        read(r#"{"u":{"y":2,"z":{"x":0},"x":1},"a":[{"b":3},{"c":4}]}"#),
+        Some((vec![some("3"), None], Some([some("1"), some("2")])))
+    );
+    assert_eq!(
+        read(r#"{"a":[],"u":[{"x":1}]}"#),
+        Some((vec![], None)),
+        "not an object"
+    );
+    assert_eq!(
+        read(r#"{"a":[{"b":1}],"u":{"\u0078":1}}"#),
+        Some((vec![some("1")], None)),
+        "a key with escapes"
+    );
+    assert_eq!(
+        read(r#"{"u":{"x":1,"x":2}}"#),
+        Some((vec![], None)),
+        "a key twice"
+    );
+    assert_eq!(read(r#"{"u":{"x":1},"u":{"x":1}}"#), None, "the key twice");
+    assert_eq!(read(r#"{"u":{"x":1,}}"#), None, "not JSON");
+}
+
+#[test]
 fn nulls_and_texts() {
     let body = br#"{"a":null,"b":"x\"y","c":"plain","d":7}"#;
     let [a, b, c, d] = fields(body, ["a", "b", "c", "d"]).unwrap();

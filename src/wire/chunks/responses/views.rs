@@ -10,7 +10,9 @@ use std::ops::Range;
 
 use serde::Deserialize;
 
-use crate::wire::chunks::fields::{index, nested, number, owned_text, raw, text, Raw};
+use crate::wire::chunks::fields::{
+    count, index, nested, number, owned_text, raw, scanned, text, Raw, Scanned,
+};
 use crate::wire::scan;
 
 #[derive(Deserialize)]
@@ -246,7 +248,7 @@ impl<'a> ResponseView<'a> {
             id: owned_text(data, id)?,
             model: owned_text(data, model)?,
             created_at: number(data, created_at)?,
-            usage: nested(data, usage)?,
+            usage: scanned(data, usage)?,
             error: nested(data, error)?,
         })
     }
@@ -271,6 +273,31 @@ struct InputDetailsView {
     cached_tokens: u64,
     #[serde(default)]
     cache_write_tokens: u64,
+}
+
+impl Scanned for UsageView {
+    fn scan(data: &[u8], span: Range<usize>) -> Option<UsageView> {
+        let [input, output, details] = scan::fields_in(
+            data,
+            span,
+            ["input_tokens", "output_tokens", "input_tokens_details"],
+        )?;
+        Some(UsageView {
+            input_tokens: count(data, input)?,
+            output_tokens: count(data, output)?,
+            input_tokens_details: scanned(data, details)?,
+        })
+    }
+}
+
+impl Scanned for InputDetailsView {
+    fn scan(data: &[u8], span: Range<usize>) -> Option<InputDetailsView> {
+        let [read, write] = scan::fields_in(data, span, ["cached_tokens", "cache_write_tokens"])?;
+        Some(InputDetailsView {
+            cached_tokens: count(data, read)?,
+            cache_write_tokens: count(data, write)?,
+        })
+    }
 }
 
 impl UsageView {
