@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
-use super::chunks::{scanned, AnthropicUsage, ResponsesUsage, Scanned, Usage};
+use super::chunks::{scanned, AnthropicUsage, ResponsesUsage, Scanned, Usage, USAGE_KEYS};
 use super::scan;
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
@@ -249,14 +249,7 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
         ["choices", "usage"],
         (0, ["message"]),
         |[message]| message.is_some_and(|m| body[m.start] == b'{'),
-        (
-            1,
-            [
-                "prompt_tokens",
-                "completion_tokens",
-                "prompt_tokens_details",
-            ],
-        ),
+        (1, USAGE_KEYS),
     )?;
     if choices == 0 {
         return None;
@@ -265,25 +258,7 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
         return Some(None);
     }
     // Read in the same pass, when the usage is a plain object (else not a plain answer).
-    let [prompt, completion, details] = counts?;
-    let count = |r: Option<std::ops::Range<usize>>| match r {
-        Some(r) => scan::whole_number(&body[r]),
-        None => Some(0),
-    };
-    let (cache_read_tokens, cache_write_tokens) = match scan::not_null(body, details) {
-        None => (0, 0),
-        Some(details) => {
-            let [read, write] =
-                scan::fields_in(body, details, ["cached_tokens", "cache_write_tokens"])?;
-            (count(read)?, count(write)?)
-        }
-    };
-    Some(Some(Usage {
-        prompt_tokens: count(prompt)?,
-        completion_tokens: count(completion)?,
-        cache_read_tokens,
-        cache_write_tokens,
-    }))
+    Usage::of_spans(body, counts?).map(Some)
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@ use serde::Deserialize;
 
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
+use crate::wire::scan;
+use fields::count;
 
 #[cfg(fuzzing)]
 pub use anthropic::fuzz_event_read as fuzz_anthropic_event_read;
@@ -96,6 +98,44 @@ impl From<OpenAiUsage> for Usage {
             cache_read_tokens: read,
             cache_write_tokens: write,
         }
+    }
+}
+
+impl Usage {
+    /// The usage whose `prompt_tokens`, `completion_tokens` and `prompt_tokens_details` the
+    /// scanner found at `spans` of `data`, read as serde_json reads an OpenAI `usage`; `None`
+    /// when they do not read so.
+    pub(in crate::wire) fn of_spans(
+        data: &[u8],
+        [prompt, completion, details]: scan::Spans<3>,
+    ) -> Option<Usage> {
+        let (read, write) = match scan::not_null(data, details) {
+            None => (0, 0),
+            Some(details) => {
+                let [read, write] =
+                    scan::fields_in(data, details, ["cached_tokens", "cache_write_tokens"])?;
+                (count(data, read)?, count(data, write)?)
+            }
+        };
+        Some(Usage {
+            prompt_tokens: count(data, prompt)?,
+            completion_tokens: count(data, completion)?,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+        })
+    }
+}
+
+/// The keys of an OpenAI `usage` that [`Usage`] reads, in [`Usage::of_spans`]'s order.
+pub(in crate::wire) const USAGE_KEYS: [&str; 3] = [
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_details",
+];
+
+impl Scanned for Usage {
+    fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<Usage> {
+        Usage::of_spans(data, scan::fields_in(data, span, USAGE_KEYS)?)
     }
 }
 

@@ -9,6 +9,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::fields::Scanned;
 use super::{ChunkMeta, Usage};
 use crate::wire::scan;
 
@@ -154,7 +155,9 @@ impl ChunkRead {
             return None; // rare: `parse` reads its message
         }
         read.choices = choices > 0;
-        read.usage = given(usage).map(|u| serde_json::from_slice(&data[u]).ok());
+        read.usage = given(usage).map(|u| {
+            Usage::scan(data, u.clone()).or_else(|| serde_json::from_slice(&data[u]).ok())
+        });
         if meta {
             read.meta = ChunkMeta::scan(data, [id, model, created]);
         }

@@ -86,6 +86,39 @@ fn a_chunk_scanned_reads_as_serde_json_reads_it() {
 }
 
 #[test]
+fn a_usage_chunk_scanned_reads_as_serde_json_reads_it() {
+    for usage in [
+        r#"{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}"#,
+        r#"{"prompt_tokens":3,"prompt_tokens_details":null}"#,
+        r#"{"prompt_tokens":3,"prompt_tokens_details":{}}"#,
+        r#"{"prompt_tokens":null}"#,
+        r#"{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":null}}"#,
+        r#"{"prompt_tokens":3.5}"#,
+        r#"{"prompt_tokens":3,"prompt_tokens":4}"#,
+        r#"{"prompt_tokens_details":[1]}"#,
+        r#"[3]"#,
+    ] {
+        let chunk = format!(r#"{{"choices":[],"usage":{usage}}}"#);
+        let scanned = ChunkRead::scan(chunk.as_bytes(), false, false);
+        assert_eq!(scanned, ChunkRead::parse(chunk.as_bytes(), false, false), "{chunk}");
+    }
+    let chunk = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100}}}"#;
+    let read = ChunkRead::scan(chunk.as_bytes(), false, false).unwrap();
+    let expected = Usage {
+        cache_read_tokens: 1024,
+        cache_write_tokens: 100,
+        ..Usage::new(1200, 5)
+    };
+    assert_eq!(read.usage, Some(Some(expected)));
+    let usage_at = chunk.find(r#""usage":"#).unwrap() + r#""usage":"#.len();
+    assert_eq!(
+        Usage::scan(chunk.as_bytes(), usage_at..chunk.len() - 1),
+        Some(expected),
+        "read by the scanner, not left to serde_json"
+    );
+}
+
+#[test]
 fn the_commit_point_is_the_first_content() {
     let mut t = ChunkTracker::new(false);
     let role = r#"{"id":"c1","model":"m","created":1,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
