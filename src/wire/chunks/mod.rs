@@ -351,11 +351,11 @@ impl ChunkTracker {
     /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
     /// can be one and the stream makes shapes.
     fn scan(&mut self, data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
-        let Some(read) = ChunkRead::scan(data, capture, meta) else {
+        let Some((read, sole)) = ChunkRead::scan_noting(data, capture, meta) else {
             return ChunkRead::parse(data, capture, meta);
         };
-        if !meta && self.shapes < MAX_SHAPES {
-            if let Some(shape) = ChunkShape::of(data, &read) {
+        if let (false, true, Some(sole)) = (meta, self.shapes < MAX_SHAPES, sole) {
+            if let Some(shape) = ChunkShape::of(data, &read, sole) {
                 self.shape = Some(Box::new(Shaped::Chunk(shape)));
                 self.shapes += 1;
             }

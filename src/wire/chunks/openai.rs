@@ -1,4 +1,4 @@
-//! Reading one OpenAI chunk: by the scanner for a plain one ([`ChunkRead::scan`], a few
+//! Reading one OpenAI chunk: by the scanner for a plain one ([`ChunkRead::scan_noting`], a few
 //! instructions a byte: every chunk of every stream is read), else by serde_json
 //! ([`ChunkRead::parse`]), which reads or refuses it as the gateway always has; and the
 //! stream's identity ([`ChunkMeta`]) in the same pass.
@@ -106,12 +106,25 @@ pub(super) struct ChunkRead {
 }
 
 impl ChunkRead {
+    /// [`ChunkRead::scan_noting`] without the delta (what the tests and the fuzz target compare
+    /// with [`ChunkRead::parse`]).
+    #[cfg(any(test, fuzzing))]
+    pub(super) fn scan(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+        Self::scan_noting(data, capture, meta).map(|(read, _)| read)
+    }
+
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
     /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
-    /// then reads (or refuses) as serde_json does.
-    pub(super) fn scan(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+    /// then reads (or refuses) as serde_json does. Also what a [`ChunkShape`] is made of when
+    /// the chunk has one choice with a delta: its delta's fields, found in the same pass.
+    pub(super) fn scan_noting(
+        data: &[u8],
+        capture: bool,
+        meta: bool,
+    ) -> Option<(ChunkRead, Option<SoleDelta>)> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
+        let mut sole = None;
         let ([_, usage, error, id, model, created], choices) = scan::fields_and_items(
             data,
             ["choices", "usage", "error", "id", "model", "created"],
@@ -138,6 +151,11 @@ impl ChunkRead {
                 };
                 let (text, refusal) = (given(text), given(refusal));
                 let tool = given(tools).is_some() || given(function).is_some();
+                sole = Some(SoleDelta {
+                    text: text.clone(),
+                    refusal: refusal.is_some(),
+                    tool,
+                });
                 let said = |r: &Option<Range<usize>>| {
                     r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
                 };
@@ -155,13 +173,14 @@ impl ChunkRead {
             return None; // rare: `parse` reads its message
         }
         read.choices = choices > 0;
+        let sole = sole.filter(|_| choices == 1);
         read.usage = given(usage).map(|u| {
             Usage::scan(data, u.clone()).or_else(|| serde_json::from_slice(&data[u]).ok())
         });
         if meta {
             read.meta = ChunkMeta::scan(data, [id, model, created]);
         }
-        Some(read)
+        Some((read, sole))
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
@@ -197,6 +216,17 @@ impl ChunkRead {
     }
 }
 
+/// What a [`ChunkShape`] is made of: the delta of a chunk's one choice, as the scanner found it.
+#[derive(Debug)]
+pub(super) struct SoleDelta {
+    /// Its text, when not `null`.
+    text: Option<Range<usize>>,
+    /// It has a refusal (not `null`).
+    refusal: bool,
+    /// It has a tool call (or a function call).
+    tool: bool,
+}
+
 /// The shape of a stream's content chunks ([`scan::Shape`]): a chunk the scanner read with one
 /// choice, a delta whose text is a string or none and no refusal, no finish, no usage and no
 /// error. A later chunk of the shape reads as the scanner would read it (without the stream's
@@ -210,43 +240,23 @@ pub(super) struct ChunkShape {
 }
 
 impl ChunkShape {
-    /// The shape of `data`, a chunk [`ChunkRead::scan`] read as `read`, when it is one (see
-    /// the type's docs). Reads the chunk again: made once a stream, most often.
-    pub(super) fn of(data: &[u8], read: &ChunkRead) -> Option<ChunkShape> {
-        if !read.choices || read.finished || read.usage.is_some() || read.error.is_some() {
+    /// The shape of `data`, a chunk [`ChunkRead::scan_noting`] read as `read` with its one
+    /// choice's delta `sole`, when it is one (see the type's docs). Not read again: the shape's
+    /// holes are found in one walk over its bytes.
+    pub(super) fn of(data: &[u8], read: &ChunkRead, sole: SoleDelta) -> Option<ChunkShape> {
+        if read.finished || read.usage.is_some() || read.error.is_some() || sole.refusal {
             return None;
         }
-        let given = |span| scan::not_null(data, span);
-        let mut delta = None;
-        let ([_, usage, error], choices) = scan::fields_and_items(
-            data,
-            ["choices", "usage", "error"],
-            0,
-            ["delta", "finish_reason"],
-            |[d, finish]| {
-                delta = d;
-                given(finish).is_none()
-            },
-        )?;
-        if choices != 1 || given(usage).is_some() || given(error).is_some() {
-            return None;
-        }
-        let [text, tools, function, refusal] = scan::fields_in(
-            data,
-            given(delta)?,
-            ["content", "tool_calls", "function_call", "refusal"],
-        )?;
-        let text = given(text);
-        if given(refusal).is_some() || text.as_ref().is_some_and(|t| data[t.start] != b'"') {
+        if sole.text.as_ref().is_some_and(|t| data[t.start] != b'"') {
             return None;
         }
         Some(ChunkShape {
-            shape: scan::Shape::of_read(data, [text])?,
-            tool: given(tools).is_some() || given(function).is_some(),
+            shape: scan::Shape::of_read(data, [sole.text])?,
+            tool: sole.tool,
         })
     }
 
-    /// `data` read, when it has this shape: as [`ChunkRead::scan`] reads it without the
+    /// `data` read, when it has this shape: as [`ChunkRead::scan_noting`] reads it without the
     /// stream's identity.
     pub(super) fn read(&self, data: &[u8], capture: bool) -> Option<ChunkRead> {
         let [text] = self.shape.read(data)?;
@@ -282,7 +292,8 @@ pub fn fuzz_chunk_read(data: &[u8]) {
     // shape is made of, the rest another chunk, and that chunk's bytes as the shape's text.
     let (first, rest) = data.split_at(data.iter().position(|&b| b == b'\n').unwrap_or(data.len()));
     let rest = rest.get(1..).unwrap_or_default();
-    let Some(shape) = ChunkRead::scan(first, true, false).and_then(|r| ChunkShape::of(first, &r))
+    let Some(shape) = ChunkRead::scan_noting(first, true, false)
+        .and_then(|(read, sole)| ChunkShape::of(first, &read, sole?))
     else {
         return;
     };

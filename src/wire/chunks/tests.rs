@@ -100,7 +100,11 @@ fn a_usage_chunk_scanned_reads_as_serde_json_reads_it() {
     ] {
         let chunk = format!(r#"{{"choices":[],"usage":{usage}}}"#);
         let scanned = ChunkRead::scan(chunk.as_bytes(), false, false);
-        assert_eq!(scanned, ChunkRead::parse(chunk.as_bytes(), false, false), "{chunk}");
+        assert_eq!(
+            scanned,
+            ChunkRead::parse(chunk.as_bytes(), false, false),
+            "{chunk}"
+        );
     }
     let chunk = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100}}}"#;
     let read = ChunkRead::scan(chunk.as_bytes(), false, false).unwrap();
