@@ -295,54 +295,45 @@ mod tests {
     /// has a default, a key twice), which the scanner leaves to serde_json.
     #[test]
     fn a_usage_reads_alike_by_the_scanner_and_by_serde_json() {
-        let cases: [(Dialect, &str, bool); 14] = [
-            (
-                Dialect::Anthropic,
+        // Per dialect: the usages the scanner reads, and those it leaves to serde_json.
+        let anthropic = (
+            Dialect::Anthropic,
+            [
                 r#"{"input_tokens":5,"output_tokens":2,"cache_read_input_tokens":null,"cache_creation":{"ephemeral_5m_input_tokens":4,"ephemeral_1h_input_tokens":6}}"#,
-                true,
-            ),
-            (
-                Dialect::Anthropic,
                 r#"{"output_tokens":2,"cache_creation":{"ephemeral_1h_input_tokens":6},"other":[1,{"x":null}]}"#,
-                true,
-            ),
-            (
-                Dialect::Anthropic,
                 r#"{"input_tokens":5,"cache_creation":null}"#,
-                true,
-            ),
-            (Dialect::Anthropic, r#"{}"#, true),
-            (Dialect::Anthropic, r#"{"input_tokens":5.0}"#, false),
-            (Dialect::Anthropic, r#"{"input_tokens":-1}"#, false),
-            (
-                Dialect::Anthropic,
+                r#"{}"#,
+            ],
+            [
+                r#"{"input_tokens":5.0}"#,
+                r#"{"input_tokens":-1}"#,
                 r#"{"cache_creation":{"ephemeral_5m_input_tokens":null}}"#,
-                false,
-            ),
-            (
-                Dialect::Anthropic,
                 r#"{"input_tokens":1,"input_tokens":2}"#,
-                false,
-            ),
-            (Dialect::Anthropic, r#"[1]"#, false),
-            (
-                Dialect::Responses,
+                r#"[1]"#,
+            ],
+        );
+        let responses = (
+            Dialect::Responses,
+            [
                 r#"{"input_tokens":3210,"input_tokens_details":{"cached_tokens":3000,"cache_write_tokens":10},"output_tokens":7}"#,
-                true,
-            ),
-            (
-                Dialect::Responses,
                 r#"{"output_tokens":7,"input_tokens_details":null}"#,
-                true,
-            ),
-            (Dialect::Responses, r#"{"input_tokens":null}"#, false),
-            (
-                Dialect::Responses,
+                r#"{}"#,
+                r#"{"input_tokens":3,"other":{"input_tokens":null}}"#,
+            ],
+            [
+                r#"{"input_tokens":null}"#,
                 r#"{"input_tokens_details":{"cached_tokens":1e3}}"#,
-                false,
-            ),
-            (Dialect::Responses, r#""none""#, false),
-        ];
+                r#""none""#,
+                r#"{"output_tokens":7,"output_tokens":7}"#,
+                r#"{"input_tokens_details":[]}"#,
+            ],
+        );
+        let cases = [anthropic, responses]
+            .into_iter()
+            .flat_map(|(dialect, read, left)| {
+                let read = read.into_iter().map(move |u| (dialect, u, true));
+                read.chain(left.into_iter().map(move |u| (dialect, u, false)))
+            });
         for (dialect, usage, plain) in cases {
             let required = if dialect == Dialect::Anthropic {
                 "content"
