@@ -321,7 +321,7 @@ impl<'a> Race<'a> {
             if outcome == AttemptOutcome::HedgeLost {
                 target.health.outpaced(now - r.start, self.req.stream);
             }
-            let attempt = self.attempt(target, r.start, now, outcome, None, r.picked, r.seq);
+            let attempt = self.attempt(&r, now, outcome, None);
             self.path.push(attempt);
         }
     }
@@ -362,15 +362,7 @@ impl<'a> Race<'a> {
             }
         }
         let served = Some(self.path.len());
-        let attempt = self.attempt(
-            target,
-            start,
-            now,
-            AttemptOutcome::Ok,
-            Some(200),
-            run.picked,
-            run.seq,
-        );
+        let attempt = self.attempt(&run, now, AttemptOutcome::Ok, Some(200));
         self.path.push(attempt);
         self.record_running(AttemptOutcome::HedgeLost, now);
         if self.hedged {
@@ -404,15 +396,7 @@ impl<'a> Race<'a> {
         let elapsed = now - start;
         target.health.attempt(start, now, err.verdict());
         let status = err.status().map(|s| s.as_u16());
-        let attempt = self.attempt(
-            target,
-            start,
-            now,
-            err.outcome(),
-            status,
-            run.picked,
-            run.seq,
-        );
+        let attempt = self.attempt(&run, now, err.outcome(), status);
         self.path.push(attempt);
         tracing::warn!(
             request_id = %self.req.id, route = %route.config.name, attempt = self.path.len(),
@@ -520,30 +504,23 @@ impl<'a> Race<'a> {
         }
     }
 
-    /// An attempt of target `target` that started at `start` and ends at `now`.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "an attempt's record, each argument a field of it"
-    )]
+    /// The record of attempt `run`, ended at `now`.
     fn attempt(
         &self,
-        target: &Arc<Target>,
-        start: Instant,
+        run: &Running,
         now: Instant,
         outcome: AttemptOutcome,
         status: Option<u16>,
-        picked: Picked,
-        seq: usize,
     ) -> Attempt {
         Attempt {
-            target: target.clone(),
-            start: start - self.started,
-            duration: now - start,
+            target: self.target(run.pos).clone(),
+            start: run.start - self.started,
+            duration: now - run.start,
             outcome,
             status,
             carried_chars: None,
-            picked: Some(picked),
-            span: self.req.trace.map_or(0, |t| t.attempt_span(seq)),
+            picked: Some(run.picked),
+            span: self.req.trace.map_or(0, |t| t.attempt_span(run.seq)),
         }
     }
 }
