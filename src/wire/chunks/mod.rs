@@ -103,25 +103,26 @@ impl From<OpenAiUsage> for Usage {
 
 impl Usage {
     /// The usage whose `prompt_tokens`, `completion_tokens` and `prompt_tokens_details` the
-    /// scanner found at `spans` of `data`, read as serde_json reads an OpenAI `usage`; `None`
+    /// scanner found at `spans` of `data`, read as serde_json reads an [`OpenAiUsage`]; `None`
     /// when they do not read so.
     pub(in crate::wire) fn of_spans(
         data: &[u8],
         [prompt, completion, details]: scan::Spans<3>,
     ) -> Option<Usage> {
-        let (read, write) = match scan::not_null(data, details) {
-            None => (0, 0),
-            Some(details) => {
-                let [read, write] =
-                    scan::fields_in(data, details, ["cached_tokens", "cache_write_tokens"])?;
-                (count(data, read)?, count(data, write)?)
-            }
-        };
-        Some(Usage {
+        Some(Usage::from(OpenAiUsage {
             prompt_tokens: count(data, prompt)?,
             completion_tokens: count(data, completion)?,
-            cache_read_tokens: read,
-            cache_write_tokens: write,
+            prompt_tokens_details: scanned(data, details)?,
+        }))
+    }
+}
+
+impl Scanned for PromptDetails {
+    fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<PromptDetails> {
+        let [read, write] = scan::fields_in(data, span, ["cached_tokens", "cache_write_tokens"])?;
+        Some(PromptDetails {
+            cached_tokens: count(data, read)?,
+            cache_write_tokens: count(data, write)?,
         })
     }
 }
@@ -354,8 +355,8 @@ impl ChunkTracker {
         let Some((read, sole)) = ChunkRead::scan_noting(data, capture, meta) else {
             return ChunkRead::parse(data, capture, meta);
         };
-        if let (false, true, Some(sole)) = (meta, self.shapes < MAX_SHAPES, sole) {
-            if let Some(shape) = ChunkShape::of(data, &read, sole) {
+        if !meta && self.shapes < MAX_SHAPES {
+            if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
                 self.shape = Some(Box::new(Shaped::Chunk(shape)));
                 self.shapes += 1;
             }
