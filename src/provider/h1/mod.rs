@@ -126,8 +126,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                 reuse: false,
                 ..parsed
             },
-            None => self
-                .read_head(head_only)
+            None => poll_fn(|cx| self.poll_head(cx, head_only))
                 .await
                 .map_err(|error| WriteError {
                     error,
@@ -197,9 +196,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                     }
                     Poll::Ready(Ok(n)) => n,
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(Error::Io(e))),
-                    Poll::Pending => {
-                        return self.poll_early_head(cx, head_only).map(|h| h.map(Some))
-                    }
+                    Poll::Pending => return self.poll_head(cx, head_only).map(|h| h.map(Some)),
                 };
                 let to_head = n.min(self.head.len() - head_at);
                 head_at += to_head;
@@ -216,10 +213,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         })
     }
 
-    /// While a request is still being written: a final head the upstream has sent already
-    /// (`Pending` until one is complete; `1xx` heads skipped). An upstream that closes the
-    /// connection before it answers is an error.
-    fn poll_early_head(
+    /// Read until a final response head (`1xx` heads skipped) has been parsed: after the
+    /// request was written, or, while it is still being written, an answer sent early. An
+    /// upstream that closes the connection before it is complete is an error.
+    fn poll_head(
         &mut self,
         cx: &mut Context<'_>,
         head_only: bool,
@@ -228,8 +225,13 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             if let Some(head) = self.parsed_head(head_only)? {
                 return Poll::Ready(Ok(head));
             }
+            let empty = self.buf.is_empty();
             if ready!(self.poll_fill(cx))? == 0 {
-                return Poll::Ready(Err(Error::Closed("a response")));
+                return Poll::Ready(Err(Error::Closed(if empty {
+                    "a response"
+                } else {
+                    "the end of the response head"
+                })));
             }
         }
     }
@@ -251,24 +253,6 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             }
         }
         Ok(None)
-    }
-
-    /// Read until a final response head (`1xx` heads skipped) has been parsed.
-    async fn read_head(&mut self, head_only: bool) -> Result<head::Parsed, Error> {
-        poll_fn(|cx| loop {
-            if let Some(head) = self.parsed_head(head_only)? {
-                return Poll::Ready(Ok(head));
-            }
-            let empty = self.buf.is_empty();
-            if ready!(self.poll_fill(cx))? == 0 {
-                return Poll::Ready(Err(Error::Closed(if empty {
-                    "a response"
-                } else {
-                    "the end of the response head"
-                })));
-            }
-        })
-        .await
     }
 
     /// Read what the upstream sent into the buffer: the count read, 0 at its end.
