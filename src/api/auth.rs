@@ -48,7 +48,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The key a request carries, if any.
+/// The key a request carries, if any (its fields are among `headers::READ`, those the client
+/// API is given).
 fn presented(h: &HeaderMap) -> Option<&str> {
     h.get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -192,6 +193,18 @@ mod tests {
         h.insert("x-api-key", "sk-one".parse().unwrap());
         assert_eq!(auth.client(&h).unwrap(), Some(key_id("sk-one")));
         assert!(!key_id("sk-one").contains("sk-one"));
+    }
+
+    /// The client API is given only the fields of `headers::READ` (`app::conn::h1`): the
+    /// key's are among them.
+    #[test]
+    fn the_key_fields_are_among_those_the_client_api_is_given() {
+        for name in [http::header::AUTHORIZATION.as_str(), "x-api-key"] {
+            assert!(
+                crate::api::headers::READ.iter().any(|r| r == name),
+                "{name}"
+            );
+        }
     }
 
     #[test]

@@ -135,6 +135,26 @@ pub mod headers {
     pub const TURNS_DROPPED: HeaderName = HeaderName::from_static("x-switchyard-turns-dropped");
     pub const FAILOVER: HeaderName = HeaderName::from_static("x-switchyard-failover");
     pub const TIMEOUT: HeaderName = HeaderName::from_static("x-switchyard-timeout");
+
+    /// Every request field the client API reads (a `POST` to a [`super::ClientApi`]
+    /// endpoint): the guard's `host` and `origin`, the client key (`authorization`,
+    /// `x-api-key`), the client's controls and trace context, and the protocol fields sent on
+    /// to same-dialect targets. The gateway's own HTTP/1.1 server gives those requests these
+    /// fields and no others (`app::conn::h1`: an agent's SDK sends a dozen more, each costing
+    /// a map entry no one reads): a reader of another field adds its name here.
+    pub const READ: [HeaderName; 11] = [
+        http::header::HOST,
+        http::header::ORIGIN,
+        http::header::AUTHORIZATION,
+        HeaderName::from_static("x-api-key"),
+        FAILOVER,
+        TIMEOUT,
+        crate::wire::session::HEADER,
+        crate::wire::trace::TRACEPARENT,
+        HeaderName::from_static("anthropic-beta"),
+        HeaderName::from_static("anthropic-version"),
+        HeaderName::from_static("openai-beta"),
+    ];
 }
 
 /// The client API endpoints that call providers: counted under `[server] max_in_flight`, and

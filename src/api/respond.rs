@@ -121,7 +121,8 @@ async fn collect(mut body: Body, max: usize) -> Result<Bytes, BodyError> {
 
 /// The headers the edge reads of every client request, found in one pass over them: a hashed
 /// lookup per name cost about 230 instructions (bench/instructions), six a request, where a
-/// client sends a handful of headers. The first value of each, as `HeaderMap::get`.
+/// client sends a handful of headers. The first value of each, as `HeaderMap::get`. Each is
+/// one of [`headers::READ`], the fields the client API is given.
 #[derive(Default)]
 struct EdgeHeaders<'h> {
     origin: Option<&'h HeaderValue>,
@@ -573,6 +574,10 @@ mod tests {
             found.controls().unwrap(),
             (false, Some(std::time::Duration::from_secs(2)))
         );
+        // The client API is given only the fields of `headers::READ` (`app::conn::h1`).
+        for name in h.keys().filter(|n| **n != header::CONTENT_TYPE) {
+            assert!(headers::READ.contains(name), "{name}");
+        }
         let none = HeaderMap::new();
         let found = EdgeHeaders::of(&none);
         assert!(found.origin.is_none() && found.host.is_none() && found.session.is_none());

@@ -62,7 +62,8 @@ fn splice(body: &[u8], range: &Range<usize>, model_json: &str) -> Vec<u8> {
 }
 
 /// The protocol headers of each dialect that a same-dialect target gets as the client sent
-/// them. A client's `anthropic-version` replaces the provider's default.
+/// them. A client's `anthropic-version` replaces the provider's default. Each is one of
+/// `api::headers::READ`, the fields the client API is given.
 fn protocol_headers(dialect: Dialect) -> &'static [HeaderName] {
     static ANTHROPIC: [HeaderName; 2] = [
         HeaderName::from_static("anthropic-beta"),
@@ -292,6 +293,17 @@ mod tests {
         assert!(
             ClientWire::native(Dialect::Anthropic, Bytes::from_static(b"{}"), &h, None).is_none()
         );
+    }
+
+    /// The client API is given only the fields of `api::headers::READ` (`app::conn::h1`):
+    /// the protocol fields sent on are among them.
+    #[test]
+    fn the_protocol_fields_are_among_those_the_client_api_is_given() {
+        for dialect in [Dialect::OpenAi, Dialect::Anthropic, Dialect::Responses] {
+            for name in protocol_headers(dialect) {
+                assert!(crate::api::headers::READ.contains(name), "{name}");
+            }
+        }
     }
 
     #[test]

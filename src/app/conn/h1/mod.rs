@@ -29,7 +29,7 @@ use std::task::{ready, Context, Poll};
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
-use http::{HeaderName, Request, StatusCode, Version};
+use http::{Request, StatusCode, Version};
 use hyper::body::{Body as _, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -45,7 +45,7 @@ mod tests;
 
 #[cfg(fuzzing)]
 pub use self::request::fuzz_request;
-use self::request::{parse, uri_and_fields, Head, Parse};
+use self::request::{parse, uri_and_fields, Field, Head, Parse};
 use self::response::{chunk_size, encode_head};
 
 /// The most a request head (request line and fields) may take here; a longer one is hyper's.
@@ -188,7 +188,7 @@ struct Conn<T = TcpStream> {
     /// for its allocation).
     head: Vec<u8>,
     /// The fields of the head being parsed, kept for the allocation.
-    fields: Vec<(HeaderName, usize, usize)>,
+    fields: Vec<Field>,
 }
 
 /// A request body still arriving, fed to the service as it does.

@@ -4,16 +4,26 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Uri};
 
 use super::MAX_FIELDS;
+use crate::api::{headers, ClientApi};
 use crate::wire::scan::whole_number;
 
 /// A request head served here: its length, method, target and body length; its fields are in
-/// [`super::Conn`]'s `fields` (name, and the value's place in the head).
+/// [`super::Conn`]'s `fields`.
 #[derive(Debug)]
 pub(super) struct Head {
     pub(super) len: usize,
     pub(super) method: Method,
     pub(super) target: (usize, usize),
     pub(super) body: usize,
+}
+
+/// A field of a head: its name (one of [`KNOWN_NAMES`], or where it is in the head) and where
+/// its value is. A name is made a `HeaderName` only for a request that is given it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Field {
+    pub(super) known: Option<Known>,
+    pub(super) name: (usize, usize),
+    pub(super) value: (usize, usize),
 }
 
 /// What [`parse`] made of the bytes read.
@@ -25,13 +35,12 @@ pub(super) enum Parse {
     Hyper,
 }
 
-/// Parse the request head at the start of `buf`: its fields' names into `fields`, each with
-/// its value's place in `buf`.
-pub(super) fn parse(
-    buf: &[u8],
-    fields: &mut Vec<(HeaderName, usize, usize)>,
-    max_body: usize,
-) -> Parse {
+/// The longest field name `http` takes.
+const MAX_NAME: usize = u16::MAX as usize;
+
+/// Parse the request head at the start of `buf`: its fields into `fields`, each with its
+/// name's and value's places in `buf`.
+pub(super) fn parse(buf: &[u8], fields: &mut Vec<Field>, max_body: usize) -> Parse {
     // Left uninitialised: the parse writes what it finds (3.2 KB not zeroed per parse).
     let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut []);
@@ -78,19 +87,17 @@ pub(super) fn parse(
             || (known.is_none()
                 && (name.eq_ignore_ascii_case(b"transfer-encoding")
                     || name.eq_ignore_ascii_case(b"expect")
-                    || name.eq_ignore_ascii_case(b"upgrade")))
+                    || name.eq_ignore_ascii_case(b"upgrade")
+                    || name.len() > MAX_NAME))
         {
+            // (httparse takes a name of token bytes, as `http` does, of any length.)
             return Parse::Hyper;
         }
-        let name = match known {
-            Some(known) => known.name().clone(),
-            None => match HeaderName::from_bytes(name) {
-                Ok(name) => name,
-                Err(_) => return Parse::Hyper,
-            },
-        };
-        let (start, end) = at(field.value);
-        fields.push((name, start, end));
+        fields.push(Field {
+            known,
+            name: at(name),
+            value: at(field.value),
+        });
     }
     Parse::Head(Head {
         len,
@@ -100,8 +107,9 @@ pub(super) fn parse(
     })
 }
 
-/// The field names clients send most, each [`Known`]'s at its place.
-static KNOWN_NAMES: [HeaderName; 12] = [
+/// The field names clients send most, and those the client API reads ([`headers::READ`]),
+/// each [`Known`]'s at its place.
+static KNOWN_NAMES: [HeaderName; 17] = [
     header::HOST,
     header::ACCEPT,
     header::USER_AGENT,
@@ -113,7 +121,12 @@ static KNOWN_NAMES: [HeaderName; 12] = [
     HeaderName::from_static("anthropic-version"),
     HeaderName::from_static("anthropic-beta"),
     header::CONNECTION,
-    HeaderName::from_static("traceparent"),
+    crate::wire::trace::TRACEPARENT,
+    header::ORIGIN,
+    HeaderName::from_static("openai-beta"),
+    headers::FAILOVER,
+    headers::TIMEOUT,
+    crate::wire::session::HEADER,
 ];
 
 /// A field name of [`KNOWN_NAMES`], by its place there.
@@ -131,12 +144,35 @@ pub(super) enum Known {
     AnthropicBeta,
     Connection,
     Traceparent,
+    Origin,
+    OpenAiBeta,
+    Failover,
+    Timeout,
+    Session,
 }
 
 impl Known {
     /// The name as `http` has it.
     pub(super) fn name(self) -> &'static HeaderName {
         &KNOWN_NAMES[self as usize]
+    }
+
+    /// Whether the client API reads it: one of [`headers::READ`] (a test checks them).
+    pub(super) fn read_by_client_api(self) -> bool {
+        matches!(
+            self,
+            Known::Host
+                | Known::Origin
+                | Known::Authorization
+                | Known::XApiKey
+                | Known::Failover
+                | Known::Timeout
+                | Known::Session
+                | Known::Traceparent
+                | Known::AnthropicBeta
+                | Known::AnthropicVersion
+                | Known::OpenAiBeta
+        )
     }
 }
 
@@ -149,6 +185,7 @@ pub(super) fn known_name(name: &[u8]) -> Option<Known> {
     let known = match (name.len(), name.first()? | 0x20) {
         (4, b'h') => Known::Host,
         (6, b'a') => Known::Accept,
+        (6, b'o') => Known::Origin,
         (10, b'u') => Known::UserAgent,
         (12, b'c') => Known::ContentType,
         (13, b'a') => Known::Authorization,
@@ -159,6 +196,11 @@ pub(super) fn known_name(name: &[u8]) -> Option<Known> {
         (14, b'a') => Known::AnthropicBeta,
         (10, b'c') => Known::Connection,
         (11, b't') => Known::Traceparent,
+        (11, b'o') => Known::OpenAiBeta,
+        (21, b'x') => Known::Failover,
+        // `x-switchyard-timeout` and `x-switchyard-session`, told apart after the prefix.
+        (20, b'x') if name[13] | 0x20 == b't' => Known::Timeout,
+        (20, b'x') => Known::Session,
         _ => return None,
     };
     same_token(name, known.name().as_str().as_bytes()).then_some(known)
@@ -207,30 +249,41 @@ static KNOWN: std::sync::LazyLock<[Uri; 3]> = std::sync::LazyLock::new(|| {
 });
 
 /// The target and fields of the head in `bytes` as `http` has them (sharing `bytes`, no
-/// copy), if it takes them.
+/// copy), if it takes them. A `POST` to the client API is given only the fields it reads
+/// ([`headers::READ`]); any other request, all of them.
 pub(super) fn uri_and_fields(
-    fields: &mut Vec<(HeaderName, usize, usize)>,
+    fields: &mut Vec<Field>,
     head: &Head,
     bytes: &Bytes,
 ) -> Option<(Uri, HeaderMap)> {
     let target = &bytes[head.target.0..head.target.1];
-    let uri = match KNOWN.iter().find(|known| known.path().as_bytes() == target) {
-        Some(known) => known.clone(),
-        None => Uri::from_maybe_shared(bytes.slice(head.target.0..head.target.1)).ok()?,
+    let (uri, api) = match KNOWN.iter().find(|known| known.path().as_bytes() == target) {
+        Some(known) => (known.clone(), true),
+        None => {
+            let uri = Uri::from_maybe_shared(bytes.slice(head.target.0..head.target.1)).ok()?;
+            let api = ClientApi::of(uri.path()).is_some();
+            (uri, api)
+        }
     };
-    let mut headers = HeaderMap::with_capacity(fields.len());
-    for (name, start, end) in fields.drain(..) {
-        headers.append(
-            name,
-            HeaderValue::from_maybe_shared(bytes.slice(start..end)).ok()?,
-        );
+    let only_read = api && head.method == Method::POST;
+    let mut headers = HeaderMap::with_capacity(if only_read { 0 } else { fields.len() });
+    for field in fields.drain(..) {
+        let name = match field.known {
+            Some(known) if !only_read || known.read_by_client_api() => known.name().clone(),
+            Some(_) => continue,
+            None if only_read => continue,
+            None => HeaderName::from_bytes(&bytes[field.name.0..field.name.1]).ok()?,
+        };
+        let value = bytes.slice(field.value.0..field.value.1);
+        headers.append(name, HeaderValue::from_maybe_shared(value).ok()?);
     }
     Some((uri, headers))
 }
 
 /// Fuzzing (`fuzz/fuzz_targets/h1_request.rs`): any bytes as what a client sends first. A
 /// head served here reads as httparse reads it (method, target less a fragment, each field's
-/// name and values in order) and as `http` takes it, every shorter prefix of it is partial,
+/// name and values in order, those the client API reads for a request to it) and as `http`
+/// takes it, every shorter prefix of it is partial,
 /// and a body over `max_body` is never served here.
 #[cfg(fuzzing)]
 pub fn fuzz_request(data: &[u8]) {
@@ -263,11 +316,14 @@ pub fn fuzz_request(data: &[u8]) {
     // `http` drops a fragment, as it does under hyper.
     let target = req.path.map(|p| p.split('#').next().unwrap_or(p));
     assert_eq!(uri.path_and_query().map(|p| p.as_str()), target);
+    // A `POST` to the client API gets the fields it reads, any other request all of them.
+    let only_read = head.method == Method::POST && ClientApi::of(uri.path()).is_some();
     // A `HeaderMap` keeps the order of each name's values, not of the names.
     let mut theirs: Vec<(String, &[u8])> = req
         .headers
         .iter()
         .map(|f| (f.name.to_ascii_lowercase(), f.value))
+        .filter(|(name, _)| !only_read || headers::READ.iter().any(|r| r.as_str() == name))
         .collect();
     let mut ours: Vec<(String, &[u8])> = map
         .iter()

@@ -1,7 +1,8 @@
 //! Unit tests of the request head's reading and the response's writing.
 
-use http::{HeaderValue, Method, StatusCode};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 
+use super::request::{known_name, Known};
 use super::*;
 
 fn parsed(head: &str) -> Parse {
@@ -22,14 +23,20 @@ fn a_plain_request_is_served_here() {
     assert_eq!(h.body, 12);
     let fields: Vec<_> = fields
         .iter()
-        .map(|(n, s, e)| (n.as_str(), &head[*s..*e]))
+        .map(|f| {
+            (
+                &head[f.name.0..f.name.1],
+                f.known,
+                &head[f.value.0..f.value.1],
+            )
+        })
         .collect();
     assert_eq!(
         fields,
         [
-            ("host", "a"),
-            ("content-length", "12"),
-            ("x-stainless-lang", "js")
+            ("Host", Some(Known::Host), "a"),
+            ("Content-Length", Some(Known::ContentLength), "12"),
+            ("X-Stainless-Lang", None, "js")
         ]
     );
     assert!(matches!(parsed("GET /healthz HTTP/1.1\r\n\r\n"), Parse::Head(h) if h.body == 0));
@@ -43,7 +50,6 @@ fn a_plain_request_is_served_here() {
 /// another of the same length and first letter is not mistaken for it.
 #[test]
 fn known_field_names_read_as_http_reads_them() {
-    use super::request::known_name;
     for name in [
         "host",
         "accept",
@@ -57,6 +63,11 @@ fn known_field_names_read_as_http_reads_them() {
         "anthropic-beta",
         "connection",
         "traceparent",
+        "origin",
+        "openai-beta",
+        "x-switchyard-failover",
+        "x-switchyard-timeout",
+        "x-switchyard-session",
     ] {
         let mixed: String = (name.chars().enumerate())
             .map(|(i, c)| {
@@ -80,6 +91,9 @@ fn known_field_names_read_as_http_reads_them() {
         "x-api-kex",
         "anthropic-versio",
         "x-stainless-lang",
+        "x-switchyard-sessian",
+        "x-switchyard-timeoat",
+        "x-switchyard-xession",
         "",
     ] {
         assert_eq!(known_name(other.as_bytes()), None, "{other}");
@@ -108,6 +122,78 @@ fn the_uri_is_the_target_whether_known_or_not() {
         let (uri, headers) = uri_and_fields(&mut fields, &h, &bytes).unwrap();
         assert_eq!(uri.path_and_query().map(|p| p.as_str()), Some(target));
         assert_eq!(headers["host"], "a");
+    }
+}
+
+/// The fields the client API reads are the known ones it is given (a reader of another
+/// field would find it missing from a request served here).
+#[test]
+fn the_fields_the_client_api_reads_are_known() {
+    for name in crate::api::headers::READ {
+        let known = known_name(name.as_str().as_bytes());
+        assert!(known.is_some_and(Known::read_by_client_api), "{name}");
+    }
+    for name in [
+        "accept",
+        "user-agent",
+        "content-type",
+        "content-length",
+        "accept-encoding",
+        "connection",
+    ] {
+        let known = known_name(name.as_bytes()).unwrap();
+        assert!(!known.read_by_client_api(), "{name}");
+        assert!(!crate::api::headers::READ.iter().any(|r| r == name));
+    }
+}
+
+/// A `POST` to the client API is given the fields it reads, in the order sent; any other
+/// request (another method, another path) every field.
+#[test]
+fn a_client_api_request_gets_only_the_fields_it_reads() {
+    let fields = "Host: a\r\nUser-Agent: OpenAI/Python 1.99.9\r\nX-Stainless-Lang: python\r\n\
+                  Authorization: Bearer k\r\nAnthropic-Beta: b1\r\nanthropic-beta: b2\r\n\
+                  X-Switchyard-Session: s\r\nContent-Length: 0\r\n";
+    let read = |line: &str| {
+        let head = format!("{line}\r\n{fields}\r\n");
+        let mut parsed = Vec::new();
+        let Parse::Head(h) = parse(head.as_bytes(), &mut parsed, 1000) else {
+            panic!("not served here: {head}");
+        };
+        let (_, map) = uri_and_fields(&mut parsed, &h, &Bytes::from(head)).unwrap();
+        map.iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    let api = [
+        "host: a",
+        "authorization: Bearer k",
+        "anthropic-beta: b1",
+        "anthropic-beta: b2",
+        "x-switchyard-session: s",
+    ];
+    for line in [
+        "POST /v1/chat/completions HTTP/1.1",
+        "POST /v1/messages?beta=true HTTP/1.1",
+        "POST /v1/responses HTTP/1.1",
+    ] {
+        assert_eq!(read(line), api, "{line}");
+    }
+    for line in [
+        "GET /v1/responses HTTP/1.1",
+        "POST /v1/messages/count_tokens HTTP/1.1",
+        "POST /admin/targets/a/b/reset HTTP/1.1",
+    ] {
+        let all = read(line);
+        assert_eq!(all.len(), 8, "{line}: {all:?}");
+        assert!(
+            all.contains(&"x-stainless-lang: python".to_owned()),
+            "{line}"
+        );
+        assert!(
+            all.contains(&"user-agent: OpenAI/Python 1.99.9".to_owned()),
+            "{line}"
+        );
     }
 }
 
