@@ -262,3 +262,41 @@ fn text_past_ascii_is_utf8_to_the_end() {
         assert!(serde_json::from_slice::<serde_json::Value>(bad).is_err());
     }
 }
+
+/// A string's plain run is read sixteen and eight bytes at a time, then one at a time near
+/// the body's end: whatever ends or breaks it (a quote, an escape, a control character, a byte
+/// past ASCII, valid or not), at any place in a run of any length, before or after the body's
+/// first byte past ASCII, is read as serde_json reads it.
+#[test]
+fn a_string_reads_alike_wherever_its_special_byte_is() {
+    let specials: [&[u8]; 9] = [
+        b"\"",
+        b"\\n",
+        b"\\u00e9",
+        b"\x01",
+        b"\x1f",
+        b" ",
+        b"\x7f",
+        "\u{e9}".as_bytes(),
+        b"\xff",
+    ];
+    for before in ["", "\u{4e2d}"] {
+        for len in 0..40 {
+            for at in 0..=len {
+                for special in specials {
+                    let mut body = format!("{{\"p\":\"{before}\",\"a\":\"").into_bytes();
+                    body.extend(std::iter::repeat_n(b'x', at));
+                    body.extend_from_slice(special);
+                    body.extend(std::iter::repeat_n(b'y', len - at));
+                    body.extend_from_slice(b"\",\"b\":12}");
+                    let ours = fields(&body, ["a", "b"]);
+                    let theirs = serde_json::from_slice::<serde_json::Value>(&body);
+                    assert_eq!(ours.is_some(), theirs.is_ok(), "{:?}", body.escape_ascii());
+                    if let Some([_, b]) = ours {
+                        assert_eq!(&body[b.unwrap()], b"12");
+                    }
+                }
+            }
+        }
+    }
+}
