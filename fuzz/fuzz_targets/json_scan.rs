@@ -1,7 +1,7 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for (and a nested object's keys
-//! found in the same pass as after it); and what the gateway reads
-//! with it (a chat request, the usage of an answer passed on, a chunk of an OpenAI stream, an
+//! found in the same pass as after it); and what the gateway reads with it (a chat request, an
+//! Anthropic request's head, the usage of an answer passed on, a chunk of an OpenAI stream, an
 //! Anthropic or Responses API event and what it carries) is what it reads with serde_json alone.
 #![no_main]
 
@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use switchyard::canonical::Dialect;
-use switchyard::wire::{scan, transcode, ChatRequest};
+use switchyard::wire::{client, scan, transcode, ChatRequest};
 
 const KEYS: [&str; 4] = ["model", "messages", "choices", "usage"];
 
@@ -67,4 +67,7 @@ fuzz_target!(|data: &[u8]| {
         (Err(ours), Err(theirs)) => assert_eq!(ours.to_string(), theirs.to_string()),
         (ours, theirs) => panic!("a chat request: {ours:?} against {theirs:?}"),
     }
+    let theirs = client::Head::fuzz_anthropic_by_serde(data).map_err(|e| e.to_string());
+    let ours = client::Head::anthropic(data).map_err(|e| e.to_string());
+    assert_eq!(ours, theirs, "an Anthropic request's head");
 });

@@ -68,7 +68,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValu
 /// The text of a JSON value that must be a string. Read straight from its bytes when it has no
 /// escapes (a model name never does): the value was checked as JSON already, so it is a
 /// whole string without control characters, and a second parse only cost time.
-fn model_text(raw: &str) -> Option<String> {
+pub(super) fn model_text(raw: &str) -> Option<String> {
     match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
         Some(text) if !text.contains('\\') => Some(text.to_owned()),
         _ => serde_json::from_str(raw).ok(),
