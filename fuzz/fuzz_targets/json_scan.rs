@@ -1,8 +1,9 @@
 //! The JSON scanner of the request path (`wire::scan`) against serde_json: any bytes it accepts,
 //! serde_json accepts, with the same value for each key asked for (and a nested object's keys
 //! found in the same pass as after it); and what the gateway reads with it (a chat request, an
-//! Anthropic request's head, the usage of an answer passed on, a chunk of an OpenAI stream, an
-//! Anthropic or Responses API event and what it carries) is what it reads with serde_json alone.
+//! Anthropic request's head, what in a Responses request only a Responses target serves, the
+//! usage of an answer passed on, a chunk of an OpenAI stream, an Anthropic or Responses API event
+//! and what it carries) is what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -70,4 +71,7 @@ fuzz_target!(|data: &[u8]| {
     let theirs = client::Head::fuzz_anthropic_by_serde(data).map_err(|e| e.to_string());
     let ours = client::Head::anthropic(data).map_err(|e| e.to_string());
     assert_eq!(ours, theirs, "an Anthropic request's head");
+    let theirs = switchyard::canonical::responses::fuzz_needs_by_serde(data);
+    let ours = switchyard::canonical::responses::native_needs(data);
+    assert_eq!(ours, theirs, "what only a Responses target serves");
 });

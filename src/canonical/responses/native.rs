@@ -9,11 +9,13 @@
 //! `conversation`) is the router's concern, not this scan's.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::canonical::raw::{self, Shape};
+use crate::wire::scan;
 
 #[derive(Deserialize)]
 struct View<'a> {
@@ -84,14 +86,12 @@ fn item_reason(kind: &str) -> Option<&'static str> {
     }
 }
 
-/// Why a message content part of this `type` needs a Responses target.
-fn part_reason(part: &ContentPart<'_>) -> Option<&'static str> {
-    match part.kind.as_deref() {
+/// Why a message content part of this `type` (with a `file_id` or not) needs a Responses
+/// target.
+fn part_reason(kind: Option<&str>, file_id: bool) -> Option<&'static str> {
+    match kind {
         None | Some("input_text" | "output_text" | "text" | "refusal") => None,
-        Some("input_image") => part
-            .file_id
-            .filter(|id| raw::shape(id) != Shape::Null)
-            .map(|_| "an input_image by file_id"),
+        Some("input_image") => file_id.then_some("an input_image by file_id"),
         Some("input_file") => Some("an input_file part"),
         Some(_) => Some("a content part only the Responses API reads"),
     }
@@ -107,6 +107,103 @@ pub fn needs_native(body: &[u8]) -> Option<&'static str> {
 
 /// [`needs_native`]'s findings, with what the request uses apart from what it only offers.
 pub fn native_needs(body: &[u8]) -> NativeNeeds {
+    match plain_needs(body) {
+        Some(needs) => needs,
+        None => needs_by_serde(body),
+    }
+}
+
+/// [`native_needs`] by the scanner in one pass (each tool's and each input item's `type`, each
+/// content part's `type` and `file_id`), for a plain body whose fields read as serde_json
+/// reads them: `None` for any other. An agent's turn carries its history and tools, which
+/// serde_json read at ~9 instructions a byte for this (`DIALECT=responses BODY=...
+/// bench/instructions`).
+fn plain_needs(body: &[u8]) -> Option<NativeNeeds> {
+    /// The text of a `type`: `Some(None)` when absent or null, `None` when not a string (which
+    /// serde_json refuses).
+    fn kind(body: &[u8], span: Option<Range<usize>>) -> Option<Option<Cow<'_, str>>> {
+        match scan::not_null(body, span) {
+            Some(span) => scan::text(body, span).map(Some),
+            None => Some(None),
+        }
+    }
+    let mut offers = None;
+    let mut forced = None;
+    // Each input item's reason, then its content parts' first reason.
+    let mut inputs: Vec<(Option<&'static str>, Option<&'static str>)> = Vec::new();
+    let mut unsure = false;
+    let mut no_visit = |_: usize, _: &mut scan::Cursor<'_, '_>| Some(false);
+    scan::fields_visiting(body, ["tools", "input", "tool_choice"], |k, value| {
+        match (k, value.peek()) {
+            // A list of tools or nothing, else serde_json refuses the body.
+            (0, Some(b'n')) => Some(false),
+            (0, Some(b'[')) => {
+                value.items(["type"], &mut no_visit, &mut |[k]| match kind(body, k) {
+                    Some(k) => {
+                        offers = offers.or_else(|| tool_reason(k.as_deref().unwrap_or("function")));
+                        true
+                    }
+                    None => false,
+                })?;
+                Some(true)
+            }
+            (1, Some(b'[')) => {
+                let parts = std::cell::Cell::new(None);
+                let mut read_parts = |k: usize, value: &mut scan::Cursor<'_, '_>| {
+                    if k != 1 || value.peek() != Some(b'[') {
+                        return Some(false);
+                    }
+                    let mut reason = None;
+                    value.items(["type", "file_id"], &mut no_visit, &mut |[k, id]| {
+                        let Some(k) = kind(body, k) else {
+                            return false;
+                        };
+                        let id = scan::not_null(body, id).is_some();
+                        reason = reason.or_else(|| part_reason(k.as_deref(), id));
+                        true
+                    })?;
+                    parts.set(reason);
+                    Some(true)
+                };
+                value.items(["type", "content"], &mut read_parts, &mut |[k, _]| {
+                    let Some(k) = kind(body, k) else {
+                        return false;
+                    };
+                    inputs.push((item_reason(k.as_deref().unwrap_or("message")), parts.take()));
+                    true
+                })?;
+                Some(true)
+            }
+            (0, _) => None,
+            (2, Some(b'{')) => {
+                let Some([k]) = value.object(["type"]) else {
+                    unsure = true;
+                    return Some(false);
+                };
+                // (A `type` not a string: serde_json does not read it as a choice.)
+                forced = match kind(body, k) {
+                    Some(Some(k)) if !matches!(&*k, "function" | "allowed_tools") => {
+                        Some("a tool_choice naming a built-in tool")
+                    }
+                    _ => None,
+                };
+                Some(true)
+            }
+            _ => Some(false),
+        }
+    })?;
+    if unsure {
+        return None;
+    }
+    let input = inputs.into_iter().find_map(|(item, parts)| item.or(parts));
+    Some(NativeNeeds {
+        uses: forced.or(input),
+        offers,
+    })
+}
+
+/// [`native_needs`] by serde_json alone.
+fn needs_by_serde(body: &[u8]) -> NativeNeeds {
     let Ok(view) = serde_json::from_slice::<View<'_>>(body) else {
         return NativeNeeds::default();
     };
@@ -141,9 +238,63 @@ fn input_reason(input: Option<&RawValue>) -> Option<&'static str> {
             continue;
         };
         let parts: Vec<ContentPart<'_>> = serde_json::from_str(content.get()).ok()?;
-        if let Some(reason) = parts.iter().find_map(part_reason) {
+        let reason = |part: &ContentPart<'_>| {
+            let id = part.file_id.is_some_and(|id| raw::shape(id) != Shape::Null);
+            part_reason(part.kind.as_deref(), id)
+        };
+        if let Some(reason) = parts.iter().find_map(reason) {
             return Some(reason);
         }
     }
     None
+}
+
+/// Fuzzing (`fuzz/fuzz_targets/json_scan.rs`): [`native_needs`] by serde_json alone, to
+/// compare with the reading that takes the scanner's first.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub fn fuzz_needs_by_serde(body: &[u8]) -> NativeNeeds {
+    needs_by_serde(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scanner finds what only a Responses target serves as serde_json's reading does, or
+    /// leaves the body to it.
+    #[test]
+    fn needs_read_alike_by_the_scanner_and_by_serde_json() {
+        let text = r#"{"type":"input_text","text":"a \"b\" \u00e9"}"#;
+        let mut taken = 0;
+        for body in [
+            r#"{"model":"m","input":"hi","tools":[{"type":"function","name":"f"}]}"#.to_owned(),
+            r#"{"tools":[{"name":"f"},{"type":"web_search_preview"},{"type":"mcp"}]}"#.to_owned(),
+            r#"{"tools":null,"tool_choice":{"type":"web_search"}}"#.to_owned(),
+            r#"{"tool_choice":{"type":"function","name":"f"},"input":[]}"#.to_owned(),
+            r#"{"tool_choice":"auto","input":[{"type":"item_reference","id":"x"}]}"#.to_owned(),
+            format!(r#"{{"input":[{{"role":"user","content":[{text},{{"type":"input_image","file_id":"file_1"}}]}}]}}"#),
+            format!(r#"{{"input":[{{"type":"message","content":[{text},{{"type":"input_image","file_id":null,"image_url":"u"}}]}}]}}"#),
+            r#"{"input":[{"type":"reasoning","summary":[]},{"type":"function_call","arguments":"{}"},{"type":"message","content":"hi"}]}"#.to_owned(),
+            r#"{"input":[{"type":"function_call_output","output":"x"},{"content":[{"type":"input_file","file_id":"f"}]}]}"#.to_owned(),
+            r#"{"tool_choice":{"type":null},"input":[{"type":"local_shell_call"}]}"#.to_owned(),
+            // Not the scanner's: serde_json reads these.
+            r#"{"tools":{"type":"mcp"},"input":[{"type":"item_reference"}]}"#.to_owned(),
+            r#"{"tools":[{"type":5}]}"#.to_owned(),
+            r#"{"input":[{"type":5}]}"#.to_owned(),
+            r#"{"input":[{"content":[1]}]}"#.to_owned(),
+            r#"{"tool_choice":{"typ\u0065":"mcp"}}"#.to_owned(),
+            r#"{"input":[{"type":"item_reference"},{"content":[1]}]}"#.to_owned(),
+            r#"{"input":[{"type":"message"}],"input":[]}"#.to_owned(),
+            r#"{"input":[]"#.to_owned(),
+        ] {
+            let by_serde = needs_by_serde(body.as_bytes());
+            if let Some(ours) = plain_needs(body.as_bytes()) {
+                taken += 1;
+                assert_eq!(ours, by_serde, "{body}");
+            }
+            assert_eq!(native_needs(body.as_bytes()), by_serde, "{body}");
+        }
+        assert_eq!(taken, 10, "the plain bodies are the scanner's");
+    }
 }

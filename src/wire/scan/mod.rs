@@ -120,6 +120,75 @@ pub fn fields_and_nested<const N: usize, const M: usize>(
     Some((found, inner))
 }
 
+/// [`fields`], and, in the same pass, each value of `keys` offered first to `visit` (at its
+/// first byte, with the key's place in `keys`), which may read it through the [`Cursor`] and
+/// says whether it did. A visitor that fails (`None`) fails the read: the caller then reads
+/// the body with serde_json.
+pub fn fields_visiting<const N: usize>(
+    body: &[u8],
+    keys: [&str; N],
+    mut visit: impl FnMut(usize, &mut Cursor<'_, '_>) -> Option<bool>,
+) -> Option<Spans<N>> {
+    read(body, keys, &mut |k, scan| {
+        visit(k, &mut Cursor { scan, depth: 1 })
+    })
+}
+
+/// A value met by [`fields_visiting`], at its first byte, for its visitor to read.
+pub struct Cursor<'s, 'b> {
+    scan: &'s mut Scanner<'b>,
+    /// The containers around it.
+    depth: usize,
+}
+
+impl Cursor<'_, '_> {
+    /// The value's first byte.
+    pub fn peek(&self) -> Option<u8> {
+        self.scan.peek()
+    }
+
+    /// The array of plain objects here, read: in each item, the values of `keys` are offered
+    /// to `visit` first (as [`fields_visiting`] offers them), then their spans are given to
+    /// `item`, which says whether to go on. `None` when the value is not such an array, a
+    /// visitor failed or `item` said to stop.
+    pub fn items<const M: usize>(
+        &mut self,
+        keys: [&str; M],
+        visit: &mut dyn FnMut(usize, &mut Cursor<'_, '_>) -> Option<bool>,
+        item: &mut dyn FnMut(Spans<M>) -> bool,
+    ) -> Option<()> {
+        let depth = self.depth;
+        self.scan.array(depth + 1, &mut |scan| {
+            let found = scan.object(depth + 2, keys, &mut |k, scan| {
+                visit(
+                    k,
+                    &mut Cursor {
+                        scan,
+                        depth: depth + 2,
+                    },
+                )
+            })?;
+            item(found).then_some(())
+        })
+    }
+
+    /// The spans of the values of `keys` in the object here, when it is a plain one (see the
+    /// module docs), read; else `None`, nothing read.
+    pub fn object<const M: usize>(&mut self, keys: [&str; M]) -> Option<Spans<M>> {
+        if self.scan.peek() != Some(b'{') {
+            return None;
+        }
+        let start = self.scan.i;
+        let spans = self
+            .scan
+            .object(self.depth + 1, keys, &mut |_, _| Some(false));
+        if spans.is_none() {
+            self.scan.i = start;
+        }
+        spans
+    }
+}
+
 /// `span`, unless the value there is `null` (which serde_json reads as an absent `Option`).
 pub fn not_null(body: &[u8], span: Option<Range<usize>>) -> Option<Range<usize>> {
     span.filter(|r| &body[r.clone()] != b"null")
