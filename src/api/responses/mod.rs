@@ -164,30 +164,25 @@ struct Head<'a> {
 }
 
 impl<'a> Head<'a> {
-    /// The head of `body`: by the scanner when it takes the body, else by serde_json (which
-    /// says why it refuses one). An agent's turn carries its whole history and tools, which
-    /// serde_json read at ~5 instructions a byte.
-    fn read(body: &'a [u8]) -> Result<Head<'a>, serde_json::Error> {
-        match Head::plain(body) {
+    /// The head of `body`, from the spans of [`canonical::responses::HEAD_FIELDS`] the scanner
+    /// found in its pass over it (`plain`), when they read as serde_json reads them; else by
+    /// serde_json (which says why it refuses a body). An agent's turn carries its whole history
+    /// and tools, which serde_json read at ~5 instructions a byte.
+    fn read(
+        body: &'a [u8],
+        plain: Option<&crate::wire::scan::Spans<5>>,
+    ) -> Result<Head<'a>, serde_json::Error> {
+        match plain.and_then(|spans| Head::of_spans(body, spans)) {
             Some(head) => Ok(head),
             None => serde_json::from_slice(body),
         }
     }
 
-    /// [`Head::read`] by the scanner, for a plain body whose fields read as serde_json reads
-    /// them (`None` for any other).
-    fn plain(body: &'a [u8]) -> Option<Head<'a>> {
+    /// [`Head::read`] from the scanner's spans (`None` when a value does not read as
+    /// serde_json reads it).
+    fn of_spans(body: &'a [u8], spans: &crate::wire::scan::Spans<5>) -> Option<Head<'a>> {
         use crate::wire::scan;
-        let [model, stream, store, previous, include] = scan::fields(
-            body,
-            [
-                "model",
-                "stream",
-                "store",
-                "previous_response_id",
-                "include",
-            ],
-        )?;
+        let [model, stream, store, previous, include] = spans.clone();
         let flag = |span: Option<std::ops::Range<usize>>| match span.map(|r| &body[r]) {
             None | Some(b"null") => Some(None),
             Some(b"true") => Some(Some(true)),
@@ -298,7 +293,10 @@ async fn serve(
     started: Instant,
 ) -> Result<Response, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
-    let head = Head::read(&edge.body).map_err(invalid)?;
+    // One scanner pass for the head and what only a Responses target serves (serde_json for
+    // a body it does not take).
+    let plain = canonical::responses::read_plain(&edge.body);
+    let head = Head::read(&edge.body, plain.as_ref().map(|(_, spans)| spans)).map_err(invalid)?;
     let store = &state.responses;
     let keep = head.store != Some(false) && store.enabled();
     let key = edge.client_key_id.as_deref();
@@ -352,7 +350,10 @@ async fn serve(
     };
     // Built-in tools the request only offers keep it off translated targets unless its route
     // lets those targets serve it without them.
-    let needs = canonical::responses::native_needs(&body);
+    let needs = match (&previous, plain) {
+        (None, Some((needs, _))) => needs, // `body` is the client's, read above
+        _ => canonical::responses::native_needs(&body),
+    };
     let drops_offered = state
         .routing
         .load()
@@ -605,11 +606,13 @@ mod tests {
             format!(r#"{{"model":"m",{input},}}"#),
         ] {
             let by_serde = serde_json::from_str::<Head<'_>>(&body).map(|h| show(&h));
-            if let Some(head) = Head::plain(body.as_bytes()) {
+            let plain = canonical::responses::read_plain(body.as_bytes());
+            let spans = plain.as_ref().map(|(_, spans)| spans);
+            if let Some(head) = spans.and_then(|s| Head::of_spans(body.as_bytes(), s)) {
                 taken += 1;
                 assert_eq!(Some(show(&head)), by_serde.as_ref().ok().cloned(), "{body}");
             }
-            let either = Head::read(body.as_bytes()).map(|h| show(&h));
+            let either = Head::read(body.as_bytes(), spans).map(|h| show(&h));
             assert_eq!(either.ok(), by_serde.ok(), "{body}");
         }
         assert_eq!(taken, 8, "the plain bodies are the scanner's");

@@ -58,7 +58,7 @@ mod tests;
 pub use encode::{Encoder, OpenText, Resume};
 #[cfg(fuzzing)]
 pub use native::fuzz_needs_by_serde;
-pub use native::{native_needs, needs_native, NativeNeeds};
+pub use native::{native_needs, needs_native, read_plain, NativeNeeds, HEAD_FIELDS};
 pub use response::{parse_error, parse_response, write_error, write_response};
 pub use stream::Decoder;
 pub use write::write_request;

@@ -119,6 +119,23 @@ pub fn native_needs(body: &[u8]) -> NativeNeeds {
 /// serde_json read at ~9 instructions a byte for this (`DIALECT=responses BODY=...
 /// bench/instructions`).
 fn plain_needs(body: &[u8]) -> Option<NativeNeeds> {
+    read_plain(body).map(|(needs, _)| needs)
+}
+
+/// The top-level fields a Responses request's head is read from (`api::responses`), found in
+/// [`read_plain`]'s pass.
+pub const HEAD_FIELDS: [&str; 5] = [
+    "model",
+    "stream",
+    "store",
+    "previous_response_id",
+    "include",
+];
+
+/// [`native_needs`] by the scanner in one pass, as [`plain_needs`] reads them, and the spans of
+/// the values of [`HEAD_FIELDS`] found in that pass: what the gateway reads of a request before
+/// routing it, the body read once.
+pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
     /// The text of a `type`: `Some(None)` when absent or null, `None` when not a string (which
     /// serde_json refuses).
     fn kind(body: &[u8], span: Option<Range<usize>>) -> Option<Option<Cow<'_, str>>> {
@@ -133,73 +150,90 @@ fn plain_needs(body: &[u8]) -> Option<NativeNeeds> {
     let mut inputs: Vec<(Option<&'static str>, Option<&'static str>)> = Vec::new();
     let mut unsure = false;
     let mut no_visit = |_: usize, _: &mut scan::Cursor<'_, '_>| Some(false);
-    scan::fields_visiting(body, ["tools", "input", "tool_choice"], |k, value| {
-        match (k, value.peek()) {
-            // A list of tools or nothing, else serde_json refuses the body.
-            (0, Some(b'n')) => Some(false),
-            (0, Some(b'[')) => {
-                value.items(["type"], &mut no_visit, &mut |[k]| match kind(body, k) {
-                    Some(k) => {
-                        offers = offers.or_else(|| tool_reason(k.as_deref().unwrap_or("function")));
-                        true
-                    }
-                    None => false,
-                })?;
-                Some(true)
-            }
-            (1, Some(b'[')) => {
-                let parts = std::cell::Cell::new(None);
-                let mut read_parts = |k: usize, value: &mut scan::Cursor<'_, '_>| {
-                    if k != 1 || value.peek() != Some(b'[') {
-                        return Some(false);
-                    }
-                    let mut reason = None;
-                    value.items(["type", "file_id"], &mut no_visit, &mut |[k, id]| {
+    let keys = ["tools", "input", "tool_choice"];
+    let [tools, input, tool_choice] = [0, 1, 2];
+    let [_, _, _, model, stream, store, previous, include] = scan::fields_visiting(
+        body,
+        [
+            keys[0],
+            keys[1],
+            keys[2],
+            HEAD_FIELDS[0],
+            HEAD_FIELDS[1],
+            HEAD_FIELDS[2],
+            HEAD_FIELDS[3],
+            HEAD_FIELDS[4],
+        ],
+        |k, value| {
+            match (k, value.peek()) {
+                // A list of tools or nothing, else serde_json refuses the body.
+                (k, Some(b'n')) if k == tools => Some(false),
+                (k, Some(b'[')) if k == tools => {
+                    value.items(["type"], &mut no_visit, &mut |[k]| match kind(body, k) {
+                        Some(k) => {
+                            offers =
+                                offers.or_else(|| tool_reason(k.as_deref().unwrap_or("function")));
+                            true
+                        }
+                        None => false,
+                    })?;
+                    Some(true)
+                }
+                (k, Some(b'[')) if k == input => {
+                    let parts = std::cell::Cell::new(None);
+                    let mut read_parts = |k: usize, value: &mut scan::Cursor<'_, '_>| {
+                        if k != 1 || value.peek() != Some(b'[') {
+                            return Some(false);
+                        }
+                        let mut reason = None;
+                        value.items(["type", "file_id"], &mut no_visit, &mut |[k, id]| {
+                            let Some(k) = kind(body, k) else {
+                                return false;
+                            };
+                            let id = scan::not_null(body, id).is_some();
+                            reason = reason.or_else(|| part_reason(k.as_deref(), id));
+                            true
+                        })?;
+                        parts.set(reason);
+                        Some(true)
+                    };
+                    value.items(["type", "content"], &mut read_parts, &mut |[k, _]| {
                         let Some(k) = kind(body, k) else {
                             return false;
                         };
-                        let id = scan::not_null(body, id).is_some();
-                        reason = reason.or_else(|| part_reason(k.as_deref(), id));
+                        inputs.push((item_reason(k.as_deref().unwrap_or("message")), parts.take()));
                         true
                     })?;
-                    parts.set(reason);
                     Some(true)
-                };
-                value.items(["type", "content"], &mut read_parts, &mut |[k, _]| {
-                    let Some(k) = kind(body, k) else {
-                        return false;
+                }
+                (k, _) if k == tools => None,
+                (k, Some(b'{')) if k == tool_choice => {
+                    let Some([k]) = value.object(["type"]) else {
+                        unsure = true;
+                        return Some(false);
                     };
-                    inputs.push((item_reason(k.as_deref().unwrap_or("message")), parts.take()));
-                    true
-                })?;
-                Some(true)
+                    // (A `type` not a string: serde_json does not read it as a choice.)
+                    forced = match kind(body, k) {
+                        Some(Some(k)) if !matches!(&*k, "function" | "allowed_tools") => {
+                            Some("a tool_choice naming a built-in tool")
+                        }
+                        _ => None,
+                    };
+                    Some(true)
+                }
+                _ => Some(false),
             }
-            (0, _) => None,
-            (2, Some(b'{')) => {
-                let Some([k]) = value.object(["type"]) else {
-                    unsure = true;
-                    return Some(false);
-                };
-                // (A `type` not a string: serde_json does not read it as a choice.)
-                forced = match kind(body, k) {
-                    Some(Some(k)) if !matches!(&*k, "function" | "allowed_tools") => {
-                        Some("a tool_choice naming a built-in tool")
-                    }
-                    _ => None,
-                };
-                Some(true)
-            }
-            _ => Some(false),
-        }
-    })?;
+        },
+    )?;
     if unsure {
         return None;
     }
     let input = inputs.into_iter().find_map(|(item, parts)| item.or(parts));
-    Some(NativeNeeds {
+    let needs = NativeNeeds {
         uses: forced.or(input),
         offers,
-    })
+    };
+    Some((needs, [model, stream, store, previous, include]))
 }
 
 /// [`native_needs`] by serde_json alone.
