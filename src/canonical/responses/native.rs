@@ -181,6 +181,7 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
                 }
                 (k, Some(b'[')) if k == input => {
                     let parts = std::cell::Cell::new(None);
+                    // An item's `content` (its second key), when a list of parts.
                     let mut read_parts = |k: usize, value: &mut scan::Cursor<'_, '_>| {
                         if k != 1 || value.peek() != Some(b'[') {
                             return Some(false);

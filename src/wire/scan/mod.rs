@@ -130,14 +130,15 @@ pub fn fields_visiting<const N: usize>(
     mut visit: impl FnMut(usize, &mut Cursor<'_, '_>) -> Option<bool>,
 ) -> Option<Spans<N>> {
     read(body, keys, &mut |k, scan| {
-        visit(k, &mut Cursor { scan, depth: 1 })
+        visit(k, &mut Cursor { scan, depth: 0 })
     })
 }
 
 /// A value met by [`fields_visiting`], at its first byte, for its visitor to read.
 pub struct Cursor<'s, 'b> {
     scan: &'s mut Scanner<'b>,
-    /// The containers around it.
+    /// The depth of the object it is a value of (the body's own: 0), as [`Scanner::object`]
+    /// counts it.
     depth: usize,
 }
 

@@ -283,8 +283,8 @@ pub(super) fn uri_and_fields(
 /// Fuzzing (`fuzz/fuzz_targets/h1_request.rs`): any bytes as what a client sends first. A
 /// head served here reads as httparse reads it (method, target less a fragment, each field's
 /// name and values in order, those the client API reads for a request to it) and as `http`
-/// takes it, every shorter prefix of it is partial,
-/// and a body over `max_body` is never served here.
+/// takes it, every shorter prefix of it is partial, and a body over `max_body` is never
+/// served here.
 #[cfg(fuzzing)]
 pub fn fuzz_request(data: &[u8]) {
     const MAX_BODY: usize = 1000;
