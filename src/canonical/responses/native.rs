@@ -132,9 +132,10 @@ pub const HEAD_FIELDS: [&str; 5] = [
     "include",
 ];
 
-/// [`native_needs`] by the scanner in one pass, as [`plain_needs`] reads them, and the spans of
-/// the values of [`HEAD_FIELDS`] found in that pass: what the gateway reads of a request before
-/// routing it, the body read once.
+/// [`native_needs`] by the scanner in one pass, for a plain body whose fields read as
+/// serde_json reads them (`None` for any other), and the spans of the values of
+/// [`HEAD_FIELDS`] found in that pass: what the gateway reads of a request before routing it,
+/// the body read once.
 pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
     /// The text of a `type`: `Some(None)` when absent or null, `None` when not a string (which
     /// serde_json refuses).
