@@ -106,12 +106,7 @@ impl Spans {
             ],
         )?;
         let not_null = |span| scan::not_null(body, span);
-        let stream = match stream.map(|r| &body[r]) {
-            None | Some(b"null") => None,
-            Some(b"true") => Some(true),
-            Some(b"false") => Some(false),
-            Some(_) => return None,
-        };
+        let stream = scan::flag(body, stream)?;
         Some(Spans {
             model: not_null(model),
             stream,

@@ -154,11 +154,7 @@ impl Head {
         if body.get(messages?.start) != Some(&b'[') {
             return None;
         }
-        let stream = match stream.map(|r| &body[r]) {
-            None | Some(b"null" | b"false") => false,
-            Some(b"true") => true,
-            Some(_) => return None,
-        };
+        let stream = scan::flag(body, stream)?.unwrap_or(false);
         let model_range = model.filter(|m| body.get(m.start) == Some(&b'"'))?;
         let model = super::chat::model_text(std::str::from_utf8(&body[model_range.clone()]).ok()?)?;
         Some(Head {

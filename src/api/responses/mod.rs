@@ -183,12 +183,6 @@ impl<'a> Head<'a> {
     fn of_spans(body: &'a [u8], spans: &crate::wire::scan::Spans<5>) -> Option<Head<'a>> {
         use crate::wire::scan;
         let [model, stream, store, previous, include] = spans.clone();
-        let flag = |span: Option<std::ops::Range<usize>>| match span.map(|r| &body[r]) {
-            None | Some(b"null") => Some(None),
-            Some(b"true") => Some(Some(true)),
-            Some(b"false") => Some(Some(false)),
-            Some(_) => None,
-        };
         // Short values, read by serde_json from their own bytes.
         let model = match scan::not_null(body, model) {
             Some(r) => Some(serde_json::from_slice(&body[r]).ok()?),
@@ -204,8 +198,8 @@ impl<'a> Head<'a> {
         };
         Some(Head {
             model,
-            stream: flag(stream)?,
-            store: flag(store)?,
+            stream: scan::flag(body, stream)?,
+            store: scan::flag(body, store)?,
             previous_response_id,
             include,
         })

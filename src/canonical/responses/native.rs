@@ -151,14 +151,16 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
     let mut inputs: Vec<(Option<&'static str>, Option<&'static str>)> = Vec::new();
     let mut unsure = false;
     let mut no_visit = |_: usize, _: &mut scan::Cursor<'_, '_>| Some(false);
-    let keys = ["tools", "input", "tool_choice"];
-    let [tools, input, tool_choice] = [0, 1, 2];
+    // The places of the keys read here; the head's follow.
+    const TOOLS: usize = 0;
+    const INPUT: usize = 1;
+    const TOOL_CHOICE: usize = 2;
     let [_, _, _, model, stream, store, previous, include] = scan::fields_visiting(
         body,
         [
-            keys[0],
-            keys[1],
-            keys[2],
+            "tools",
+            "input",
+            "tool_choice",
             HEAD_FIELDS[0],
             HEAD_FIELDS[1],
             HEAD_FIELDS[2],
@@ -168,8 +170,8 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
         |k, value| {
             match (k, value.peek()) {
                 // A list of tools or nothing, else serde_json refuses the body.
-                (k, Some(b'n')) if k == tools => Some(false),
-                (k, Some(b'[')) if k == tools => {
+                (TOOLS, Some(b'n')) => Some(false),
+                (TOOLS, Some(b'[')) => {
                     value.items(["type"], &mut no_visit, &mut |[k]| match kind(body, k) {
                         Some(k) => {
                             offers =
@@ -180,7 +182,7 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
                     })?;
                     Some(true)
                 }
-                (k, Some(b'[')) if k == input => {
+                (INPUT, Some(b'[')) => {
                     let parts = std::cell::Cell::new(None);
                     // An item's `content` (its second key), when a list of parts.
                     let mut read_parts = |k: usize, value: &mut scan::Cursor<'_, '_>| {
@@ -208,8 +210,8 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
                     })?;
                     Some(true)
                 }
-                (k, _) if k == tools => None,
-                (k, Some(b'{')) if k == tool_choice => {
+                (TOOLS, _) => None,
+                (TOOL_CHOICE, Some(b'{')) => {
                     let Some([k]) = value.object(["type"]) else {
                         unsure = true;
                         return Some(false);

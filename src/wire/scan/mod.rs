@@ -195,6 +195,17 @@ pub fn not_null(body: &[u8], span: Option<Range<usize>>) -> Option<Range<usize>>
     span.filter(|r| &body[r.clone()] != b"null")
 }
 
+/// The `Option<bool>` serde_json reads at `span` (absent or `null`: `None`), or `None` when the
+/// value there is not a boolean (serde_json refuses it).
+pub fn flag(body: &[u8], span: Option<Range<usize>>) -> Option<Option<bool>> {
+    match span.map(|r| &body[r]) {
+        None | Some(b"null") => Some(None),
+        Some(b"true") => Some(Some(true)),
+        Some(b"false") => Some(Some(false)),
+        Some(_) => None,
+    }
+}
+
 /// The text of the string value at `span` of a body the scanner accepted: borrowed when it has
 /// no escapes, decoded by serde_json when it has; `None` when the value is not a string (or
 /// holds an escape no string can, a lone surrogate).
