@@ -147,8 +147,9 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
     }
     let mut offers = None;
     let mut forced = None;
-    // Each input item's reason, then its content parts' first reason.
-    let mut inputs: Vec<(Option<&'static str>, Option<&'static str>)> = Vec::new();
+    // The first input item's reason, or its content parts' (every item is still read: one
+    // serde_json does not take makes the body serde_json's).
+    let mut input = None;
     let mut unsure = false;
     let mut no_visit = |_: usize, _: &mut scan::Cursor<'_, '_>| Some(false);
     // The places of the keys read here; the head's follow.
@@ -205,7 +206,8 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
                         let Some(k) = kind(body, k) else {
                             return false;
                         };
-                        inputs.push((item_reason(k.as_deref().unwrap_or("message")), parts.take()));
+                        let item = item_reason(k.as_deref().unwrap_or("message"));
+                        input = input.or(item).or(parts.take());
                         true
                     })?;
                     Some(true)
@@ -232,7 +234,6 @@ pub fn read_plain(body: &[u8]) -> Option<(NativeNeeds, scan::Spans<5>)> {
     if unsure {
         return None;
     }
-    let input = inputs.into_iter().find_map(|(item, parts)| item.or(parts));
     let needs = NativeNeeds {
         uses: forced.or(input),
         offers,
