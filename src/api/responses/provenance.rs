@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -23,6 +24,9 @@ pub(crate) const CAPACITY: usize = 65_536;
 #[derive(Debug, Default)]
 pub(crate) struct Provenance {
     inner: Mutex<Inner>,
+    /// Set once an item is remembered, and never cleared (the oldest are forgotten only past
+    /// [`CAPACITY`]): read on every Responses request without taking the lock.
+    known: AtomicBool,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -83,6 +87,7 @@ impl Provenance {
                 }
             }
         }
+        self.known.store(true, Ordering::Release);
     }
 
     /// Remember the reasoning items of a whole response object `body` made by `provider`.
@@ -100,7 +105,7 @@ impl Provenance {
     /// Whether no reasoning item is known: then no request's reasoning has a known maker
     /// (a gateway whose clients send none reads no request for it).
     pub(crate) fn is_empty(&self) -> bool {
-        self.lock().order.is_empty()
+        !self.known.load(Ordering::Acquire)
     }
 
     /// [`Provenance::maker`] of the `input` items of the Responses request `body`, read by the
@@ -226,5 +231,6 @@ mod tests {
         assert_eq!(p.maker(&refs[..1]), None, "the first was forgotten");
         assert_eq!(p.maker(&refs[CAPACITY..]).as_deref(), Some("azure"));
         assert_eq!(p.lock().by_hash.len(), CAPACITY);
+        assert!(!p.is_empty(), "forgetting the oldest leaves the rest known");
     }
 }
