@@ -51,7 +51,9 @@ impl RetryBudget {
     }
 
     fn epoch(&self, now: Instant) -> u64 {
-        (now.saturating_duration_since(self.origin).as_millis() / SLOT.as_millis()) as u64
+        // Whole seconds: a `u64` division, where milliseconds were a `u128` one.
+        const { assert!(SLOT.subsec_nanos() == 0 && SLOT.as_secs() > 0) };
+        now.saturating_duration_since(self.origin).as_secs() / SLOT.as_secs()
     }
 
     fn with_slot<R>(&self, now: Instant, f: impl FnOnce(&mut Slot, Slot) -> R) -> R {
