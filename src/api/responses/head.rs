@@ -19,10 +19,10 @@ pub(super) struct Head<'a> {
 }
 
 impl<'a> Head<'a> {
-    /// The head of `body`, from the spans of [`crate::canonical::responses::HEAD_FIELDS`] the scanner
-    /// found in its pass over it (`plain`), when they read as serde_json reads them; else by
-    /// serde_json (which says why it refuses a body). An agent's turn carries its whole history
-    /// and tools, which serde_json read at ~5 instructions a byte.
+    /// The head of `body`, from the spans of [`crate::canonical::responses::HEAD_FIELDS`]
+    /// the scanner found in its pass over it (`plain`), when they read as serde_json reads
+    /// them; else by serde_json (which says why it refuses a body). An agent's turn carries its
+    /// whole history and tools, which serde_json read at ~5 instructions a byte.
     pub(super) fn read(
         body: &'a [u8],
         plain: Option<&crate::wire::scan::Spans<5>>,

@@ -87,7 +87,11 @@ impl Provenance {
                 }
             }
         }
-        self.known.store(true, Ordering::Release);
+        // Written once: every Responses request reads the flag, so its cache line is not
+        // taken from the other server thread for each record.
+        if !self.known.load(Ordering::Relaxed) {
+            self.known.store(true, Ordering::Release);
+        }
     }
 
     /// Remember the reasoning items of a whole response object `body` made by `provider`.
