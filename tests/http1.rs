@@ -300,6 +300,16 @@ async fn what_the_gateway_does_not_serve_itself_hyper_serves() {
     let resp = c.response(false).await;
     assert_eq!(resp.status, 200, "{resp:?}");
     assert!(resp.body.contains("choices"), "{resp:?}");
+    // hyper writes the gateway's fields as the gateway's own writer does.
+    for name in ["x-switchyard-request-id", "x-switchyard-target"] {
+        assert!(resp.field(name).is_some(), "{name}: {resp:?}");
+    }
+    assert_eq!(resp.field("x-switchyard-attempts"), Some("1"), "{resp:?}");
+    assert_eq!(
+        resp.field("content-type"),
+        Some("application/json"),
+        "{resp:?}"
+    );
     c.healthz().await;
     c.send(&chat(&json)).await;
     assert_eq!(c.response(false).await.status, 200);

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::Response;
 use http::HeaderMap;
 use tokio::time::Instant;
 
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Asked, Edge};
+use super::respond::{respond, Asked, Edge};
+use super::stamp::Answered;
 use super::AppState;
 use crate::canonical::Dialect;
 use crate::request_id;
@@ -26,19 +26,19 @@ use crate::wire::{ClientWire, Forms};
 pub(super) async fn messages(
     State(state): State<AppState>,
     request: axum::extract::Request,
-) -> Response {
+) -> Answered {
     let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();
     let query = parts.uri.query();
-    let resp = match serve(&state, &parts.headers, query, body, &id, started).await {
-        Ok(resp) => resp,
+    let answered = match serve(&state, &parts.headers, query, body, &id, started).await {
+        Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            refused(err.into_dialect_response(Dialect::Anthropic))
+            Answered::refused(err.into_dialect_response(Dialect::Anthropic))
         }
     };
-    with_id(resp, id)
+    answered.with_id(id)
 }
 
 async fn serve(
@@ -48,7 +48,7 @@ async fn serve(
     body: Body,
     id: &str,
     started: Instant,
-) -> Result<Response, ApiError> {
+) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
     // One shallow read; the canonical and inner forms are made only if a target needs them.
     let head = Head::anthropic(&edge.body)

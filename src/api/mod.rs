@@ -13,6 +13,7 @@ mod openai;
 pub mod readiness;
 mod respond;
 mod responses;
+pub(crate) mod stamp;
 
 /// Entry points into the edge's private handling for the fuzz targets (`fuzz/`), built only by
 /// `cargo fuzz` (`--cfg fuzzing`).
@@ -23,7 +24,6 @@ pub use responses::fuzzing::responses_request as fuzz_responses_request;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 
@@ -34,6 +34,7 @@ use crate::response_store::ResponseStore;
 use crate::routing::{Routing, Shared};
 use auth::Auth;
 use readiness::Readiness;
+pub(crate) use stamp::{Answered, Stamp};
 
 /// What every handler can reach. Cloned for every request (axum's `State`), so it is one
 /// reference count: cloning the parts would touch one count each, on cache lines every
@@ -191,7 +192,7 @@ impl ClientApi {
 }
 
 /// A client API request's answer on its way.
-pub type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+pub type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Answered> + Send>>;
 
 /// The gateway's HTTP service: the router, and the three client API endpoints that carry the
 /// traffic served directly. Those are most of what a gateway answers, and the router's work for

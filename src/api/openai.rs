@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Asked, Edge};
+use super::respond::{respond, with_id, Asked, Edge};
+use super::stamp::Answered;
 use super::AppState;
 use crate::canonical::Dialect;
 use crate::request_id;
@@ -20,19 +21,19 @@ use crate::wire::{ChatRequest, ClientWire, Forms};
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
     request: axum::extract::Request,
-) -> Response {
+) -> Answered {
     let started = Instant::now();
     let id = request_id::new();
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
-    let resp = match serve_chat(&state, &parts.headers, body, &id, started).await {
-        Ok(resp) => resp,
+    let answered = match serve_chat(&state, &parts.headers, body, &id, started).await {
+        Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            refused(err.into_response())
+            Answered::refused(err.into_response())
         }
     };
-    with_id(resp, id)
+    answered.with_id(id)
 }
 
 async fn serve_chat(
@@ -41,7 +42,7 @@ async fn serve_chat(
     body: Body,
     id: &str,
     started: Instant,
-) -> Result<Response, ApiError> {
+) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
     let chat = ChatRequest::parse(edge.body.clone())
         .map_err(|e| ApiError::bad_request("invalid_request", e.to_string()))?;

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
-use http::{header, HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use tokio::time::Instant;
 
 use super::audited::{self, AuditedStream, Finished, Recorder};
 use super::error::ApiError;
+use super::stamp::{Answered, Content, Stamp};
 use super::{headers, AppState};
 
 mod body;
@@ -26,7 +27,7 @@ use crate::wire::transcode;
 use crate::wire::{ClientWire, Forms};
 
 /// `resp` under request `id`: the id's own bytes become the header's value (a copy of them
-/// was an allocation a request).
+/// was an allocation a request). A client API answer carries its id in its [`Stamp`].
 pub(super) fn with_id(mut resp: Response, id: String) -> Response {
     let value = HeaderValue::from_maybe_shared(Bytes::from(id))
         .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
@@ -154,14 +155,11 @@ impl Edge {
     }
 }
 
-fn json_response(status: StatusCode, body: Bytes) -> Response {
+/// A JSON body with `status` (its content type goes in the stamp).
+fn json_response(status: StatusCode, body: Bytes) -> (Response, Content) {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    (r, Content::Json)
 }
 
 /// A whole answer of dialect `from` (the inner one, or the client's own) in the client's.
@@ -237,7 +235,7 @@ pub(super) struct Asked {
 
 /// Route, dispatch, audit and answer one request; an unknown model is answered (404) and
 /// recorded here too.
-pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked) -> Response {
+pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked) -> Answered {
     let Asked {
         dialect,
         model,
@@ -267,7 +265,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
             &err,
             started,
         );
-        return refused(err.into_dialect_response(dialect));
+        return Answered::refused(err.into_dialect_response(dialect));
     };
     // For the audit record, and where a route keeps conversations on one target.
     let session = (route.selection.affinity || state.audit.enabled())
@@ -314,7 +312,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         f.record.turns_dropped = turns_dropped as u32;
     }
     let mut record = finished.as_mut().map(|f| &mut f.record);
-    let mut resp = match outcome.result {
+    let (response, content) = match outcome.result {
         Ok(Answer::Full {
             body,
             usage,
@@ -361,14 +359,7 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
                 None if dialect == from => body,
                 None => transcode::stream_from_openai(body, dialect),
             };
-            let mut r = Response::new(Body::from_stream(body));
-            let h = r.headers_mut();
-            h.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            );
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-            r
+            (Response::new(Body::from_stream(body)), Content::EventStream)
         }
         Ok(Answer::Upstream {
             status,
@@ -393,47 +384,31 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
                 rec.status = f.status.as_u16();
                 rec.error = Some(message.clone());
             }
-            ApiError::new(f.status, "upstream_error", f.code, message)
-                .into_dialect_response(dialect)
+            let resp = ApiError::new(f.status, "upstream_error", f.code, message)
+                .into_dialect_response(dialect);
+            (resp, Content::Own)
         }
     };
     if let Some(f) = finished {
         recorder.file(f, started.elapsed());
     }
-    let h = resp.headers_mut();
-    if let Some(target) = served {
-        h.insert(headers::TARGET, target.header.clone());
-    }
-    h.insert(headers::ATTEMPTS, count_value(attempts));
-    if hedged {
-        h.insert(headers::HEDGED, HeaderValue::from_static("true"));
-    }
-    if turns_dropped > 0 {
-        h.insert(headers::TURNS_DROPPED, count_value(turns_dropped));
-    }
-    resp
-}
-
-/// A count as a header value; a small one without an allocation (`HeaderValue::from` a number
-/// copies its digits into a new buffer: one allocation a request for `x-switchyard-attempts`).
-fn count_value(n: usize) -> HeaderValue {
-    const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
-    match SMALL.get(n) {
-        Some(digit) => HeaderValue::from_static(digit),
-        None => HeaderValue::from(n),
+    Answered {
+        response,
+        stamp: Stamp {
+            request_id: String::new(),
+            content,
+            target: served.map(|target| target.header.clone()),
+            attempts,
+            hedged,
+            turns_dropped,
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_are_their_digits() {
-        for n in [0, 1, 9, 10, 12345] {
-            assert_eq!(count_value(n).to_str().unwrap(), n.to_string());
-        }
-    }
+    use http::header;
 
     /// The one pass finds each header under the name the rest of the gateway uses for it, and
     /// the first value of a repeated one.

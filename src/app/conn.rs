@@ -40,7 +40,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderValue, Request, StatusCode};
 use hyper::body::{Frame, Incoming, SizeHint};
@@ -61,7 +61,7 @@ pub use self::h1::fuzz_request;
 
 use super::AppError;
 use crate::api::error::ApiError;
-use crate::api::{headers, Answering, App, ClientApi};
+use crate::api::{headers, Answered, Answering, App, ClientApi, Stamp};
 use crate::canonical::Dialect;
 use crate::config::ServerConfig;
 use crate::metrics::{bump, LimitCounters};
@@ -416,12 +416,15 @@ impl hyper::service::Service<Request<Incoming>> for Svc {
     type Future = Routed;
 
     fn call(&self, req: Request<Incoming>) -> Routed {
-        self.route(req.map(Body::new))
+        self.route(req.map(Body::new), false)
     }
 }
 
 impl Svc {
-    fn route(&self, req: Request<Body>) -> Routed {
+    /// `req`'s response on its way. With `stamped`, the writer writes a client API answer's
+    /// gateway fields from its [`Tracked::stamp`] (the gateway's own HTTP/1.1 writer);
+    /// without, they go into the response's map (hyper).
+    fn route(&self, req: Request<Body>, stamped: bool) -> Routed {
         self.conn.begin();
         let mut done = Done {
             conn: self.conn.clone(),
@@ -439,7 +442,7 @@ impl Svc {
             done.in_flight = true;
             if req.method() == http::Method::POST {
                 let future = self.app.client_api(api, req);
-                return Routed::Direct(future, Some(done));
+                return Routed::Direct(future, Some(done), stamped);
             }
         }
         // The router is always ready; a clone is a reference count.
@@ -477,7 +480,8 @@ fn overloaded(dialect: Dialect, max: usize, id: &str) -> Response {
 
 /// A request's response on its way: a client API's, the router's, or a refusal.
 enum Routed {
-    Direct(Answering, Option<Done>),
+    /// A client API's answer; whether its stamp is the writer's to write.
+    Direct(Answering, Option<Done>, bool),
     Running(axum::routing::future::RouteFuture<Infallible>, Option<Done>),
     Refused(Option<(Response, Done)>),
 }
@@ -486,22 +490,25 @@ impl Future for Routed {
     type Output = Result<http::Response<Tracked>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (resp, done) = match self.get_mut() {
-            Routed::Direct(future, done) => match future.as_mut().poll(cx) {
+        let (resp, done, stamp) = match self.get_mut() {
+            Routed::Direct(future, done, stamped) => match future.as_mut().poll(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(resp) => (resp, done.take()),
+                Poll::Ready(Answered { response, stamp }) if *stamped => {
+                    (response, done.take(), Some(stamp))
+                }
+                Poll::Ready(answered) => (answered.into_response(), done.take(), None),
             },
             Routed::Running(future, done) => match Pin::new(future).poll(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok(resp)) => (resp, done.take()),
+                Poll::Ready(Ok(resp)) => (resp, done.take(), None),
                 Poll::Ready(Err(never)) => match never {},
             },
             Routed::Refused(refusal) => match refusal.take() {
-                Some((resp, done)) => (resp, Some(done)),
+                Some((resp, done)) => (resp, Some(done), None),
                 None => return Poll::Pending, // polled after it completed: never
             },
         };
-        Poll::Ready(Ok(resp.map(|body| Tracked { body, done })))
+        Poll::Ready(Ok(resp.map(|body| Tracked { body, done, stamp })))
     }
 }
 
@@ -528,6 +535,8 @@ impl Drop for Done {
 struct Tracked {
     body: Body,
     done: Option<Done>,
+    /// A client API answer's gateway fields, for the writer to write (see [`Svc::route`]).
+    stamp: Option<Stamp>,
 }
 
 impl hyper::body::Body for Tracked {

@@ -36,7 +36,8 @@ use self::head::Head;
 use self::provenance::Provenance;
 use super::audited;
 use super::error::ApiError;
-use super::respond::{refused, respond, with_id, Asked, Edge};
+use super::respond::{respond, with_id, Asked, Edge};
+use super::stamp::Answered;
 use super::AppState;
 use crate::canonical::{self, Dialect};
 use crate::config::BuiltinTools;
@@ -209,18 +210,18 @@ fn invalid(e: impl std::fmt::Display) -> ApiError {
 pub(super) async fn create(
     State(state): State<AppState>,
     request: axum::extract::Request,
-) -> Response {
+) -> Answered {
     let started = Instant::now();
     let id = request_id::new();
     let (parts, body) = request.into_parts();
-    let resp = match serve(&state, &parts.headers, body, &id, started).await {
-        Ok(resp) => resp,
+    let answered = match serve(&state, &parts.headers, body, &id, started).await {
+        Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            refused(err.into_dialect_response(Dialect::Responses))
+            Answered::refused(err.into_dialect_response(Dialect::Responses))
         }
     };
-    with_id(resp, id)
+    answered.with_id(id)
 }
 
 async fn serve(
@@ -229,7 +230,7 @@ async fn serve(
     body: Body,
     id: &str,
     started: Instant,
-) -> Result<Response, ApiError> {
+) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
     // One scanner pass for the head and what only a Responses target serves (serde_json for
     // a body it does not take).

@@ -138,7 +138,7 @@ pub(super) async fn serve(
             return Outcome::Hyper(conn.tcp, conn.buf.freeze());
         };
 
-        let mut routed = svc.route(request);
+        let mut routed = svc.route(request, true);
         let answer = poll_fn(|cx| {
             if let Poll::Ready(Ok(resp)) = Pin::new(&mut routed).poll(cx) {
                 return Poll::Ready(Some(resp));
@@ -322,6 +322,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         encode_head(
             &mut self.head,
             &parts,
+            body.stamp.take(),
             bodiless,
             length,
             close || feed.left > 0,

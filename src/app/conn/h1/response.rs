@@ -5,6 +5,8 @@ use std::time::SystemTime;
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::StatusCode;
 
+use crate::api::Stamp;
+
 /// `size\r\n` of a chunk, in hex.
 pub(super) fn chunk_size(out: &mut [u8; 18], mut n: usize) -> &[u8] {
     let mut at = 16;
@@ -20,11 +22,12 @@ pub(super) fn chunk_size(out: &mut [u8; 18], mut n: usize) -> &[u8] {
     }
 }
 
-/// The status line and fields of a response, with its framing (`content-length` of `length`,
-/// else chunked) and `date` unless it has its own.
+/// The status line and fields of a response and its gateway fields (`stamp`), with its framing
+/// (`content-length` of `length`, else chunked) and `date` unless it has its own.
 pub(super) fn encode_head(
     head: &mut Vec<u8>,
     parts: &http::response::Parts,
+    stamp: Option<Stamp>,
     bodiless: bool,
     length: Option<u64>,
     close: bool,
@@ -49,6 +52,9 @@ pub(super) fn encode_head(
         head.extend_from_slice(b": ");
         head.extend_from_slice(value.as_bytes());
         head.extend_from_slice(b"\r\n");
+    }
+    if let Some(stamp) = stamp {
+        stamp.write(head);
     }
     if !dated {
         date(head);

@@ -247,7 +247,7 @@ fn a_head_says_its_framing_and_a_date_once() {
         .insert("x-a", HeaderValue::from_static("b"));
     let (parts, ()) = resp.into_parts();
     let mut head = Vec::new();
-    encode_head(&mut head, &parts, false, Some(5), false);
+    encode_head(&mut head, &parts, None, false, Some(5), false);
     let text = String::from_utf8(head.clone()).unwrap();
     assert!(
         text.starts_with("HTTP/1.1 200 OK\r\nx-a: b\r\ndate: "),
@@ -257,7 +257,15 @@ fn a_head_says_its_framing_and_a_date_once() {
         text.ends_with(" GMT\r\ncontent-length: 5\r\n\r\n"),
         "{text}"
     );
-    encode_head(&mut head, &parts, false, None, true);
+    // A client API answer's gateway fields follow the response's own.
+    let stamp = crate::api::Stamp::default();
+    encode_head(&mut head, &parts, Some(stamp), false, Some(5), false);
+    let text = String::from_utf8(head.clone()).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.1 200 OK\r\nx-a: b\r\nx-switchyard-attempts: 0\r\ndate: "),
+        "{text}"
+    );
+    encode_head(&mut head, &parts, None, false, None, true);
     let text = String::from_utf8(head.clone()).unwrap();
     assert!(
         text.ends_with("transfer-encoding: chunked\r\nconnection: close\r\n\r\n"),
@@ -269,7 +277,7 @@ fn a_head_says_its_framing_and_a_date_once() {
     resp.headers_mut()
         .insert("date", HeaderValue::from_static("then"));
     let (parts, ()) = resp.into_parts();
-    encode_head(&mut head, &parts, true, Some(0), false);
+    encode_head(&mut head, &parts, None, true, Some(0), false);
     assert_eq!(head, b"HTTP/1.1 204 No Content\r\ndate: then\r\n\r\n");
 }
 
@@ -344,7 +352,11 @@ async fn respond_with_body(body: Body) -> (String, Vec<String>) {
         head: Vec::new(),
         fields: Vec::new(),
     };
-    let resp = http::Response::new(super::super::Tracked { body, done: None });
+    let resp = http::Response::new(super::super::Tracked {
+        body,
+        done: None,
+        stamp: None,
+    });
     let mut feed = Feed { left: 0, to: None };
     assert!(conn.respond(resp, true, &mut feed).await, "written whole");
     drop(conn.tcp.io);
