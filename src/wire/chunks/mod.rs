@@ -310,7 +310,7 @@ impl ChunkTracker {
         self.content_chunks += read.content;
         self.finished |= read.finished;
         if meta {
-            self.meta = read.meta;
+            self.meta = read.meta.map(|m| *m);
         }
         if let (false, Some(usage)) = (read.choices, read.usage) {
             self.usage_seen = true;
