@@ -40,17 +40,15 @@ fn uuid_v7(unix_ms: u64, rand: u128) -> String {
         | (((rand >> 62) & 0xfff) << 64)
         | (0b10 << 62)
         | (rand & 0x3fff_ffff_ffff_ffff);
-    // The 32 digits eight at a time, then the dashes after the 8th, 12th, 16th and 20th.
-    let mut digits = [0u8; 32];
-    for (i, chunk) in digits.chunks_exact_mut(8).enumerate() {
-        chunk.copy_from_slice(&hex8((v >> (96 - 32 * i)) as u32));
-    }
+    // The 32 digits eight at a time; the dashes go after the 8th, 12th, 16th and 20th.
+    let [a, b, c, d] = [96, 64, 32, 0].map(|shift| hex8((v >> shift) as u32));
     let mut out = [b'-'; 36];
-    out[..8].copy_from_slice(&digits[..8]);
-    out[9..13].copy_from_slice(&digits[8..12]);
-    out[14..18].copy_from_slice(&digits[12..16]);
-    out[19..23].copy_from_slice(&digits[16..20]);
-    out[24..].copy_from_slice(&digits[20..]);
+    out[..8].copy_from_slice(&a);
+    out[9..13].copy_from_slice(&b[..4]);
+    out[14..18].copy_from_slice(&b[4..]);
+    out[19..23].copy_from_slice(&c[..4]);
+    out[24..28].copy_from_slice(&c[4..]);
+    out[28..].copy_from_slice(&d);
     // Hex digits and dashes only: always UTF-8. (Written a byte at a time rather than pushed a
     // `char` at a time: each push checked the capacity and encoded the char.)
     String::from_utf8(out.to_vec()).unwrap_or_default()

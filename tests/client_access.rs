@@ -86,6 +86,7 @@ async fn a_page_of_another_site_cannot_use_the_client_api_without_keys() {
         assert_eq!(body["error"]["type"], "permission_error", "{body}");
         let resp = simple_post(&gw, "/v1/messages/count_tokens", &anthropic_body(), &from).await;
         assert_eq!(resp.status(), 403, "{origin}");
+        assert_eq!(header(&resp, "x-switchyard-attempts"), "0", "{origin}");
         let resp = simple_post(&gw, "/v1/responses", &responses_body(), &from).await;
         assert_eq!(
             refusal(resp).await,

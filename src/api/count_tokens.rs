@@ -11,7 +11,8 @@ use http::{header, HeaderValue, StatusCode};
 use tokio::time::Instant;
 
 use super::error::ApiError;
-use super::respond::{refused, with_id, Edge};
+use super::respond::{with_id, Edge};
+use super::stamp::Answered;
 use super::{headers, AppState};
 use crate::canonical::context::{estimate_tokens, TokenCounter};
 use crate::canonical::{self, Dialect};
@@ -33,7 +34,9 @@ pub(super) async fn count_tokens(
     let (parts, body) = request.into_parts();
     let resp = match count(&state, &parts, body).await {
         Ok(resp) => resp,
-        Err(err) => refused(err.into_dialect_response(Dialect::Anthropic)),
+        Err(err) => {
+            Answered::refused(err.into_dialect_response(Dialect::Anthropic)).into_response()
+        }
     };
     with_id(resp, id)
 }

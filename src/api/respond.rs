@@ -26,19 +26,10 @@ use crate::wire::trace::TraceParent;
 use crate::wire::transcode;
 use crate::wire::{ClientWire, Forms};
 
-/// `resp` under request `id`: the id's own bytes become the header's value (a copy of them
-/// was an allocation a request). A client API answer carries its id in its [`Stamp`].
+/// `resp` under request `id` (a client API answer carries its id in its [`Stamp`]).
 pub(super) fn with_id(mut resp: Response, id: String) -> Response {
-    let value = HeaderValue::from_maybe_shared(Bytes::from(id))
-        .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
-    resp.headers_mut().insert(headers::REQUEST_ID, value);
-    resp
-}
-
-/// A request refused before any upstream call: it says so (`x-switchyard-attempts: 0`).
-pub(super) fn refused(mut resp: Response) -> Response {
     resp.headers_mut()
-        .insert(headers::ATTEMPTS, HeaderValue::from_static("0"));
+        .insert(headers::REQUEST_ID, super::stamp::id_value(id));
     resp
 }
 

@@ -124,12 +124,16 @@ impl Stamp {
             h.insert(headers::TURNS_DROPPED, count_value(self.turns_dropped));
         }
         if !self.request_id.is_empty() {
-            // The id's own bytes become the value (a copy of them was an allocation).
-            let value = HeaderValue::from_maybe_shared(bytes::Bytes::from(self.request_id))
-                .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
-            h.insert(headers::REQUEST_ID, value);
+            h.insert(headers::REQUEST_ID, id_value(self.request_id));
         }
     }
+}
+
+/// A request id as a header value: the id's own bytes become the value (a copy of them was an
+/// allocation a request).
+pub(super) fn id_value(id: String) -> HeaderValue {
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(id))
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 /// A count as a header value; a small one without an allocation (`HeaderValue::from` a number
