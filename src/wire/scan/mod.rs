@@ -528,20 +528,41 @@ impl Scanner<'_> {
     /// An object at `i`, and the spans of the values of `keys` in it (when there are keys to
     /// find, a key with escapes is `None`). `hook` is given each of those values first, at its
     /// first byte, and says whether it read it.
+    ///
+    /// Inlined: the array of spans is made here; the reading is [`Scanner::object_into`], one
+    /// copy for every number of keys.
+    #[inline(always)]
     fn object<const N: usize>(
         &mut self,
         depth: usize,
         keys: [&str; N],
         hook: &mut dyn FnMut(usize, &mut Self) -> Option<bool>,
     ) -> Option<[Option<Range<usize>>; N]> {
+        let mut found = [const { None }; N];
+        self.object_into(depth, &keys, &mut found, hook)?;
+        Some(found)
+    }
+
+    /// [`Scanner::object`], the span of the value of `keys[k]` put in `found[k]` (as long as
+    /// `keys`). Not generic: a copy for each number of keys (five on a chat request's path,
+    /// ~300 instructions of code each) made a request run that much more distinct code, and
+    /// code is what a request woken after an idle spell fetches cold (`bench/instructions`
+    /// with `FOOTPRINT=1`).
+    #[inline(never)]
+    fn object_into(
+        &mut self,
+        depth: usize,
+        keys: &[&str],
+        found: &mut [Option<Range<usize>>],
+        hook: &mut dyn FnMut(usize, &mut Self) -> Option<bool>,
+    ) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let mut found = [const { None }; N];
         self.eat(b'{')?;
         self.ws();
         if self.eat(b'}').is_some() {
-            return Some(found);
+            return Some(());
         }
         loop {
             if self.peek()? != b'"' {
@@ -554,27 +575,27 @@ impl Scanner<'_> {
             self.eat(b':')?;
             self.ws();
             let start = self.i;
-            let k = if N > 0 {
+            let k = if keys.is_empty() {
+                None
+            } else {
                 if escaped {
                     return None;
                 }
                 keys.iter().position(|k| same(k.as_bytes(), key))
-            } else {
-                None
             };
             match k {
                 Some(k) => {
                     if !hook(k, self)? {
                         self.value(depth)?;
                     }
-                    if found[k].replace(start..self.i).is_some() {
+                    if found.get_mut(k)?.replace(start..self.i).is_some() {
                         return None;
                     }
                 }
                 None => self.value(depth)?,
             }
             if !self.another(b'}')? {
-                return Some(found);
+                return Some(());
             }
         }
     }
