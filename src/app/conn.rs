@@ -276,8 +276,8 @@ async fn connection(
     let mut drain = std::pin::pin!(async move {
         let _ = draining.wait_for(|d| *d).await;
     });
-    let (mut at, _) = state.due();
-    let mut timer = std::pin::pin!(tokio::time::sleep_until(at));
+    let mut armed = Armed::new(&state);
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(armed.at));
     let mut shutting_down = false;
     let ended = std::future::poll_fn(|cx| {
         if !shutting_down && drain.as_mut().poll(cx).is_ready() {
@@ -290,7 +290,7 @@ async fn connection(
         if state.busy.load(Ordering::Acquire) > 0 {
             return Poll::Pending; // a request is in flight: its own timeouts bound it
         }
-        state.poll_due(timer.as_mut(), &mut at, cx)
+        state.poll_due(timer.as_mut(), &mut armed, cx)
     })
     .await;
     let counters = &state.slot.0.counters;
@@ -303,6 +303,25 @@ async fn connection(
             // Nothing in flight: HTTP/1 closes at once; HTTP/2 says GOAWAY first.
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(CLOSE_GRACE, conn).await;
+        }
+    }
+}
+
+/// What a connection's timer is set for: when, and whether for a request head's deadline
+/// (see [`ConnState::poll_due`]).
+#[derive(Debug, Clone, Copy)]
+struct Armed {
+    at: Instant,
+    head: bool,
+}
+
+impl Armed {
+    /// The timer a connection starts with: its first head's deadline.
+    fn new(state: &ConnState) -> Armed {
+        let (at, ended) = state.due();
+        Armed {
+            at,
+            head: matches!(ended, Ended::HeaderTimeout),
         }
     }
 }
@@ -359,29 +378,36 @@ impl ConnState {
         }
     }
 
-    /// Ready with why when the connection is due to close (`timer` set for `at`, moved).
+    /// Ready with why when the connection is due to close (`timer` set for `armed`, moved).
     ///
     /// The phase may have changed while the connection ran: the deadline with it. Each request
     /// ends later than the last, so on a busy connection the deadline only moves later: the
     /// timer is moved when it fires early rather than after every request (a removal from the
     /// timer wheel and an insertion each). A head begun on an idle connection may be due
-    /// sooner: then it is moved at once.
+    /// sooner: then it is moved at once. A timer set for a head's deadline (from the accept,
+    /// or from a head's first bytes) is set anew once that head has arrived: moved later,
+    /// tokio's timer would still fire at the head's deadline, waking the thread for nothing
+    /// `header_timeout` after each new connection.
     fn poll_due(
         &self,
         mut timer: Pin<&mut tokio::time::Sleep>,
-        at: &mut Instant,
+        armed: &mut Armed,
         cx: &mut Context<'_>,
     ) -> Poll<Ended> {
         let (due, ended) = self.due();
-        if due < *at {
-            *at = due;
+        let head = matches!(ended, Ended::HeaderTimeout);
+        if due < armed.at {
             timer.as_mut().reset(due);
+            *armed = Armed { at: due, head };
+        } else if armed.head && !head {
+            timer.set(tokio::time::sleep_until(due));
+            *armed = Armed { at: due, head };
         }
         loop {
             match timer.as_mut().poll(cx) {
-                Poll::Ready(()) if due > *at => {
-                    *at = due;
+                Poll::Ready(()) if due > armed.at => {
                     timer.as_mut().reset(due);
+                    *armed = Armed { at: due, head };
                 }
                 Poll::Ready(()) => return Poll::Ready(ended),
                 Poll::Pending => return Poll::Pending,
@@ -560,5 +586,83 @@ impl hyper::body::Body for Tracked {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::Duration;
+
+    use super::{Armed, ConnSlot, ConnState, Ended, Gate};
+
+    /// A waker that counts its wakes.
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A connection's state with `header_timeout` 2 s and `idle_timeout` 10 s.
+    fn state() -> ConnState {
+        let config = crate::config::Config::from_toml(
+            "[server]\nheader_timeout = \"2s\"\nidle_timeout = \"10s\"\n\
+             [[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+             [[routes]]\nname = \"r\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n",
+            &|_| None,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let shared = crate::routing::Shared::new(crate::metrics::Registry::new(), 1 << 20);
+        let gate = Gate::new(&config.server, shared);
+        gate.connections.fetch_add(1, Ordering::AcqRel);
+        ConnState::new(ConnSlot(gate))
+    }
+
+    /// A new connection's timer is set for its first head's deadline. Once that head has
+    /// arrived and been answered, the timer is set anew for the idle deadline: it does not
+    /// wake the connection at `header_timeout`, as a timer moved later would (tokio fires it
+    /// at the time it was set for first), and it still ends the connection at `idle_timeout`.
+    #[tokio::test(start_paused = true)]
+    async fn a_timer_set_for_a_head_does_not_wake_the_connection_once_the_head_came() {
+        let state = state();
+        let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut armed = Armed::new(&state);
+        assert!(armed.head, "a new connection owes a head");
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(armed.at));
+        assert!(state
+            .poll_due(timer.as_mut(), &mut armed, &mut cx)
+            .is_pending());
+
+        // A request's head arrives whole and its answer ends.
+        tokio::time::advance(Duration::from_millis(100)).await;
+        state.begin();
+        state.end();
+        assert!(state
+            .poll_due(timer.as_mut(), &mut armed, &mut cx)
+            .is_pending());
+        assert!(!armed.head);
+
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            0,
+            "woken at the head's deadline"
+        );
+        tokio::time::advance(Duration::from_secs(7)).await;
+        assert_eq!(
+            wakes.0.load(Ordering::SeqCst),
+            1,
+            "woken at the idle deadline"
+        );
+        assert!(matches!(
+            state.poll_due(timer.as_mut(), &mut armed, &mut cx),
+            Poll::Ready(Ended::IdleTimeout)
+        ));
     }
 }

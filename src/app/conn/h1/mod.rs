@@ -91,8 +91,8 @@ pub(super) async fn serve(
     let mut drain = pin!(draining.wait_for(|d| *d));
     let mut woken_by_drain = false;
     let mut shutting_down = false;
-    let (mut at, _) = state.due();
-    let mut timer = pin!(tokio::time::sleep_until(at));
+    let mut armed = super::Armed::new(state);
+    let mut timer = pin!(tokio::time::sleep_until(armed.at));
     loop {
         // The next request's head, within `header_timeout` of its first byte (or of the
         // accept), `idle_timeout` of the last response, or until the drain.
@@ -126,7 +126,9 @@ pub(super) async fn serve(
                     continue;
                 }
             }
-            return state.poll_due(timer.as_mut(), &mut at, cx).map(Turn::End);
+            return state
+                .poll_due(timer.as_mut(), &mut armed, cx)
+                .map(Turn::End);
         })
         .await;
         let head = match next {
