@@ -28,8 +28,9 @@
 //! Instead each connection's I/O notes when a new request starts arriving ([`heads`]; [`h1`]
 //! sees it itself) and its service when a request's head is complete and when its response
 //! ended ([`Done`]); the connection's task holds one timer, moved sooner when a phase is due
-//! sooner and later only when it fires early (not once per request). Each of these limits
-//! counts in `switchyard_limits_total` when it acts.
+//! sooner and later only when it fires early (not once per request), but set anew once a head
+//! it was set for has arrived ([`ConnState::poll_due`]). Each of these limits counts in
+//! `switchyard_limits_total` when it acts.
 
 use std::convert::Infallible;
 use std::future::Future;
