@@ -317,13 +317,18 @@ struct Armed {
 }
 
 impl Armed {
-    /// The timer a connection starts with: its first head's deadline.
-    fn new(state: &ConnState) -> Armed {
-        let (at, ended) = state.due();
+    /// A timer for a deadline [`ConnState::due`] gave.
+    fn of(at: Instant, ended: &Ended) -> Armed {
         Armed {
             at,
             head: matches!(ended, Ended::HeaderTimeout),
         }
+    }
+
+    /// The timer a connection starts with: its first head's deadline.
+    fn new(state: &ConnState) -> Armed {
+        let (at, ended) = state.due();
+        Armed::of(at, &ended)
     }
 }
 
@@ -396,19 +401,19 @@ impl ConnState {
         cx: &mut Context<'_>,
     ) -> Poll<Ended> {
         let (due, ended) = self.due();
-        let head = matches!(ended, Ended::HeaderTimeout);
+        let next = Armed::of(due, &ended);
         if due < armed.at {
             timer.as_mut().reset(due);
-            *armed = Armed { at: due, head };
-        } else if armed.head && !head {
+            *armed = next;
+        } else if armed.head && !next.head {
             timer.set(tokio::time::sleep_until(due));
-            *armed = Armed { at: due, head };
+            *armed = next;
         }
         loop {
             match timer.as_mut().poll(cx) {
                 Poll::Ready(()) if due > armed.at => {
                     timer.as_mut().reset(due);
-                    *armed = Armed { at: due, head };
+                    *armed = next;
                 }
                 Poll::Ready(()) => return Poll::Ready(ended),
                 Poll::Pending => return Poll::Pending,
@@ -591,79 +596,4 @@ impl hyper::body::Body for Tracked {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use std::task::{Context, Poll, Wake, Waker};
-    use std::time::Duration;
-
-    use super::{Armed, ConnSlot, ConnState, Ended, Gate};
-
-    /// A waker that counts its wakes.
-    struct Wakes(AtomicUsize);
-
-    impl Wake for Wakes {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// A connection's state with `header_timeout` 2 s and `idle_timeout` 10 s.
-    fn state() -> ConnState {
-        let config = crate::config::Config::from_toml(
-            "[server]\nheader_timeout = \"2s\"\nidle_timeout = \"10s\"\n\
-             [[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
-             [[routes]]\nname = \"r\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n",
-            &|_| None,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let shared = crate::routing::Shared::new(crate::metrics::Registry::new(), 1 << 20);
-        let gate = Gate::new(&config.server, shared);
-        gate.connections.fetch_add(1, Ordering::AcqRel);
-        ConnState::new(ConnSlot(gate))
-    }
-
-    /// A new connection's timer is set for its first head's deadline. Once that head has
-    /// arrived and been answered, the timer is set anew for the idle deadline: it does not
-    /// wake the connection at `header_timeout`, as a timer moved later would (tokio fires it
-    /// at the time it was set for first), and it still ends the connection at `idle_timeout`.
-    #[tokio::test(start_paused = true)]
-    async fn a_timer_set_for_a_head_does_not_wake_the_connection_once_the_head_came() {
-        let state = state();
-        let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
-        let waker = Waker::from(wakes.clone());
-        let mut cx = Context::from_waker(&waker);
-        let mut armed = Armed::new(&state);
-        assert!(armed.head, "a new connection owes a head");
-        let mut timer = std::pin::pin!(tokio::time::sleep_until(armed.at));
-        assert!(state
-            .poll_due(timer.as_mut(), &mut armed, &mut cx)
-            .is_pending());
-
-        // A request's head arrives whole and its answer ends.
-        tokio::time::advance(Duration::from_millis(100)).await;
-        state.begin();
-        state.end();
-        assert!(state
-            .poll_due(timer.as_mut(), &mut armed, &mut cx)
-            .is_pending());
-        assert!(!armed.head);
-
-        tokio::time::advance(Duration::from_secs(3)).await;
-        assert_eq!(
-            wakes.0.load(Ordering::SeqCst),
-            0,
-            "woken at the head's deadline"
-        );
-        tokio::time::advance(Duration::from_secs(7)).await;
-        assert_eq!(
-            wakes.0.load(Ordering::SeqCst),
-            1,
-            "woken at the idle deadline"
-        );
-        assert!(matches!(
-            state.poll_due(timer.as_mut(), &mut armed, &mut cx),
-            Poll::Ready(Ended::IdleTimeout)
-        ));
-    }
-}
+mod tests;
