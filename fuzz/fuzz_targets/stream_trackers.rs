@@ -46,7 +46,11 @@ fuzz_target!(|data: &[u8]| {
                 whole.observed(),
                 "a stream read by shapes"
             );
-            assert_eq!(tracker.last_text, whole.last_text, "a text read by a shape");
+            assert_eq!(
+                tracker.last_text(),
+                whole.last_text(),
+                "a text read by a shape"
+            );
             // An event kept as it came is what the gateway would write for it.
             if let Some(raw) = &ev.raw {
                 let framed = match &ev.event {

@@ -323,9 +323,7 @@ pub async fn call_stream(
             while let Some(ev) = decoder.next_event() {
                 match tracker.on_event(&ev) {
                     ChunkAction::Forward(bytes) => {
-                        if let Some(text) = tracker.last_text.take() {
-                            head_text.push_str(&text);
-                        }
+                        head_text.push_str(tracker.last_text());
                         head.push(bytes);
                     }
                     ChunkAction::Skip => {}

@@ -176,9 +176,7 @@ impl Relay {
                 match mode {
                     None => self.emit(bytes),
                     Some(Mode::Original) => {
-                        if let Some(text) = self.tracker.last_text.take() {
-                            self.sent.push_str(&text);
-                        }
+                        self.sent.push_str(self.tracker.last_text());
                         self.emit(bytes);
                     }
                     Some(_) => {

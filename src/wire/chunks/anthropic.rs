@@ -344,7 +344,6 @@ impl ChunkTracker {
             self.malformed += 1;
             return ChunkAction::Skip;
         };
-        self.last_text = None;
         match view.kind.as_ref() {
             "message_start" => {
                 let message = view.message(&ev.data);
@@ -387,9 +386,7 @@ impl ChunkTracker {
                     self.content_chunks += 1;
                 }
                 if self.capture_text && is_text {
-                    if let Some(text) = text {
-                        self.last_text = Some(text.to_owned());
-                    }
+                    self.last_text.push_str(text.unwrap_or_default());
                 }
             }
             "content_block_stop" => self.open_block = None,

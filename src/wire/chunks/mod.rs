@@ -190,8 +190,9 @@ pub struct ChunkTracker {
     /// Anthropic: the open content block (its index, whether it is text) and the next index.
     open_block: Option<(u32, bool)>,
     next_block: u32,
-    /// The text content of the last event, when `capture_text` is set.
-    pub last_text: Option<String>,
+    /// The text content of the last event, when `capture_text` is set (one buffer for every
+    /// event: emptied as each is read).
+    last_text: String,
     capture_text: bool,
     meta: Option<ChunkMeta>,
     /// Responses API: how far the stream got (boxed: other dialects never make one).
@@ -239,7 +240,7 @@ impl ChunkTracker {
             reasoning_seen: false,
             open_block: None,
             next_block: 0,
-            last_text: None,
+            last_text: String::new(),
             capture_text: false,
             meta: None,
             responses: None,
@@ -256,6 +257,12 @@ impl ChunkTracker {
     /// Keep each event's text in `last_text`, or stop keeping it.
     pub fn set_capture(&mut self, capture: bool) {
         self.capture_text = capture;
+    }
+
+    /// The text content of the last event read (empty when it had none, or when text is not
+    /// kept: [`ChunkTracker::capture_text`]).
+    pub fn last_text(&self) -> &str {
+        &self.last_text
     }
 
     /// The dialect of the events read.
@@ -281,6 +288,7 @@ impl ChunkTracker {
 
     /// Classify one event and update the stream's state.
     pub fn on_event(&mut self, ev: &SseEvent) -> ChunkAction {
+        self.last_text.clear();
         match self.dialect {
             Dialect::Anthropic => return self.on_anthropic_event(ev),
             Dialect::Responses => return self.on_responses_event(ev),
@@ -302,7 +310,9 @@ impl ChunkTracker {
         if let Some(message) = read.error {
             return ChunkAction::Error(message);
         }
-        self.last_text = read.text;
+        if let Some(text) = read.text {
+            self.last_text.push_str(&text);
+        }
         self.tool_calls_seen |= read.tool_calls;
         if read.content > 0 || read.finished {
             self.committed = true;
@@ -351,7 +361,7 @@ impl ChunkTracker {
 
     /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
     /// can be one and the stream makes shapes.
-    fn scan(&mut self, data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+    fn scan<'a>(&mut self, data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
         let Some((read, sole)) = ChunkRead::scan_noting(data, capture, meta) else {
             return ChunkRead::parse(data, capture, meta);
         };
@@ -383,7 +393,7 @@ impl ChunkTracker {
             (self.committed, self.finished, self.usage_seen),
             (self.malformed, self.content_chunks, self.usage),
             (self.tool_calls_seen, self.reasoning_seen),
-            (self.last_text.as_deref(), self.blocks(), self.stream_id()),
+            (self.last_text(), self.blocks(), self.stream_id()),
             self.responses_progress(),
         )
     }

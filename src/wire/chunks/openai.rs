@@ -85,7 +85,7 @@ fn error_message(raw: &RawValue) -> String {
 
 /// What one OpenAI chunk says, as the tracker needs it.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct ChunkRead {
+pub(super) struct ChunkRead<'a> {
     /// The message of an in-band `error`.
     pub(super) error: Option<String>,
     /// The chunk has choices.
@@ -96,8 +96,9 @@ pub(super) struct ChunkRead {
     pub(super) tool_calls: bool,
     /// A choice has a `finish_reason`.
     pub(super) finished: bool,
-    /// The choices' text, when asked for and there is some.
-    pub(super) text: Option<String>,
+    /// The choices' text, when asked for and there is some: borrowed from the chunk when one
+    /// choice has it with no escapes (as a stream's content chunks do).
+    pub(super) text: Option<Cow<'a, str>>,
     /// The `usage` field, when not `null`: its counts, when they read as such.
     pub(super) usage: Option<Option<Usage>>,
     /// The stream's identity, when asked for and the chunk has it in the form
@@ -107,11 +108,11 @@ pub(super) struct ChunkRead {
     pub(super) meta: Option<Box<ChunkMeta>>,
 }
 
-impl ChunkRead {
+impl<'a> ChunkRead<'a> {
     /// [`ChunkRead::scan_noting`] without the delta (what the tests and the fuzz target compare
     /// with [`ChunkRead::parse`]).
     #[cfg(any(test, fuzzing))]
-    pub(super) fn scan(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+    pub(super) fn scan(data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
         Self::scan_noting(data, capture, meta).map(|(read, _)| read)
     }
 
@@ -120,10 +121,10 @@ impl ChunkRead {
     /// then reads (or refuses) as serde_json does. Also what a [`ChunkShape`] is made of when
     /// the chunk has one choice with a delta: its delta's fields, found in the same pass.
     pub(super) fn scan_noting(
-        data: &[u8],
+        data: &'a [u8],
         capture: bool,
         meta: bool,
-    ) -> Option<(ChunkRead, Option<SoleDelta>)> {
+    ) -> Option<(ChunkRead<'a>, Option<SoleDelta>)> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
         let mut sole = None;
@@ -166,7 +167,7 @@ impl ChunkRead {
                 }
                 read.tool_calls |= tool;
                 if let Some(text) = text.filter(|_| capture).and_then(|t| scan::text(data, t)) {
-                    read.text.get_or_insert_with(String::new).push_str(&text);
+                    add_text(&mut read.text, text);
                 }
                 true
             },
@@ -186,7 +187,7 @@ impl ChunkRead {
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
-    pub(super) fn parse(data: &[u8], capture: bool, meta: bool) -> Option<ChunkRead> {
+    pub(super) fn parse(data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
         let view = serde_json::from_slice::<ChunkView<'_>>(data).ok()?;
         let mut read = ChunkRead {
             error: view.error.map(error_message),
@@ -204,7 +205,7 @@ impl ChunkRead {
                         .content
                         .and_then(|c| serde_json::from_str::<Cow<'_, str>>(c.get()).ok())
                     {
-                        read.text.get_or_insert_with(String::new).push_str(&text);
+                        add_text(&mut read.text, text);
                     }
                 }
                 if has_text(d.content) || tool || has_text(d.refusal) {
@@ -215,6 +216,14 @@ impl ChunkRead {
         }
         read.usage = view.usage.map(|u| serde_json::from_str(u.get()).ok());
         Some(read)
+    }
+}
+
+/// A choice's `text` added to what the chunk's earlier choices said.
+fn add_text<'a>(said: &mut Option<Cow<'a, str>>, text: Cow<'a, str>) {
+    match said {
+        Some(said) => said.to_mut().push_str(&text),
+        None => *said = Some(text),
     }
 }
 
@@ -260,17 +269,14 @@ impl ChunkShape {
 
     /// `data` read, when it has this shape: as [`ChunkRead::scan_noting`] reads it without the
     /// stream's identity.
-    pub(super) fn read(&self, data: &[u8], capture: bool) -> Option<ChunkRead> {
+    pub(super) fn read<'a>(&self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
         let [text] = self.shape.read(data)?;
         let said = text.as_ref().is_some_and(|t| &data[t.clone()] != b"\"\"");
         Some(ChunkRead {
             choices: true,
             content: u32::from(self.tool || said),
             tool_calls: self.tool,
-            text: text
-                .filter(|_| capture)
-                .and_then(|t| scan::text(data, t))
-                .map(Cow::into_owned),
+            text: text.filter(|_| capture).and_then(|t| scan::text(data, t)),
             ..ChunkRead::default()
         })
     }

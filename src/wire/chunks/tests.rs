@@ -235,7 +235,7 @@ fn chunks_of_one_shape_read_as_whole_ones() {
             let (a, b) = (shaped.on_event(&ev(chunk)), whole.on_event(&ev(chunk)));
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
             assert_eq!(shaped.observed(), whole.observed(), "{chunk}");
-            assert_eq!(shaped.last_text, whole.last_text, "{chunk}");
+            assert_eq!(shaped.last_text(), whole.last_text(), "{chunk}");
             assert_eq!(shaped.tool_calls_seen, whole.tool_calls_seen, "{chunk}");
             assert_eq!(shaped.usage, whole.usage, "{chunk}");
         }

@@ -35,7 +35,7 @@ fn events_go_on_as_they_came_and_the_state_follows() {
     let delta =
         r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#;
     t.on_event(&ev("content_block_delta", delta));
-    assert_eq!(t.last_text.as_deref(), Some("Hi"));
+    assert_eq!(t.last_text(), "Hi");
     assert_eq!(t.blocks(), (2, Some(1)));
     let unknown = r#"{"type":"brand_new_event","x":1}"#;
     assert!(forwarded(t.on_event(&ev("brand_new_event", unknown))).contains("brand_new_event"));

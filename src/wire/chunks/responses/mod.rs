@@ -87,7 +87,6 @@ impl ChunkTracker {
             return ChunkAction::Skip;
         };
         let view = &read.view;
-        self.last_text = None;
         let capture = self.capture_text;
         let progress = self.responses.get_or_insert_with(Default::default);
         if let Some(n) = view.sequence_number {
@@ -145,7 +144,7 @@ impl ChunkTracker {
                             open.text.push_str(text);
                         }
                     }
-                    self.last_text = Some(text.to_owned());
+                    self.last_text.push_str(text);
                 }
             }
             "response.output_item.done" if capture => {
@@ -261,7 +260,7 @@ mod tests {
         let delta = r#"{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hel"}"#;
         t.on_event(&ev(delta));
         assert!(t.committed && t.resumable());
-        assert_eq!(t.last_text.as_deref(), Some("Hel"));
+        assert_eq!(t.last_text(), "Hel");
         let unknown = r#"{"type":"response.brand_new","sequence_number":4}"#;
         assert!(forwarded(t.on_event(&ev(unknown))).contains("brand_new"));
         let progress = t.responses_progress().cloned().unwrap_or_default();
