@@ -1,11 +1,11 @@
 //! Any bytes as an upstream stream, read the way the gateway reads one in passing: the first
 //! byte picks the dialect of the events (OpenAI chunks, an Anthropic stream or a Responses API
 //! stream passed through) and where the bytes are split into reads; the SSE decoder frames
-//! events (the same wherever the reads split the bytes; an event kept as it came is what the
-//! gateway would write for it) and the chunk tracker classifies each (by its stream's shape as
-//! it would read each whole). Also the same bytes as an Anthropic or a
-//! Responses client's body for pass-through: a JSON object must stay one with the target's
-//! model spliced in.
+//! events (the same wherever the reads split the bytes, and whether a read is kept as it came
+//! or copied; an event kept as it came is what the gateway would write for it) and the chunk
+//! tracker classifies each (by its stream's shape as it would read each whole). Also the same
+//! bytes as an Anthropic or a Responses client's body for pass-through: a JSON object must stay
+//! one with the target's model spliced in.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -32,8 +32,13 @@ fuzz_target!(|data: &[u8]| {
     let mut decoder = SseDecoder::new();
     let step = usize::from(pick >> 4).max(1);
     let mut events = Vec::new();
-    for piece in stream.chunks(step) {
-        decoder.push(piece);
+    for (i, piece) in stream.chunks(step).enumerate() {
+        // As the gateway pushes its reads (kept as they came), and every other one copied.
+        if i % 2 == 0 {
+            decoder.push_bytes(bytes::Bytes::copy_from_slice(piece));
+        } else {
+            decoder.push(piece);
+        }
         while let Some(ev) = decoder.next_event() {
             let (a, b) = (tracker.on_event(&ev), whole.on_event(&ev));
             assert_eq!(

@@ -347,7 +347,7 @@ pub async fn call_stream(
                         bump(&target.limits.max_response_body);
                         return Err(AttemptError::TooLarge);
                     }
-                    decoder.push(&bytes);
+                    decoder.push_bytes(bytes);
                 }
                 Some(Err(e)) => return Err(body_error(e)),
                 None => return Err(AttemptError::EmptyStream),

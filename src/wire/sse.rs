@@ -54,6 +54,9 @@ impl SseEvent {
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: BytesMut,
+    /// Bytes pushed as they came ([`SseDecoder::push_bytes`]) and not yet copied into `buf`,
+    /// which is then empty: whole events are split off them without a copy.
+    held: Bytes,
     event: Option<Cow<'static, str>>,
     /// The event's first `data:` value, as it came (most events have one: it is handed on
     /// without a copy).
@@ -102,7 +105,30 @@ impl SseDecoder {
     /// Append bytes received from upstream.
     pub fn push(&mut self, chunk: &[u8]) {
         if !self.overflowed {
+            self.unhold();
             self.buf.extend_from_slice(chunk);
+        }
+    }
+
+    /// Append bytes received from upstream, kept as they are while nothing else is held: the
+    /// whole events they start with are then split off them, not copied (an upstream read
+    /// mostly ends at an event's end).
+    pub fn push_bytes(&mut self, chunk: Bytes) {
+        if self.overflowed {
+            return;
+        }
+        if self.buf.is_empty() && self.held.is_empty() {
+            self.held = chunk;
+        } else {
+            self.unhold();
+            self.buf.extend_from_slice(&chunk);
+        }
+    }
+
+    /// What is held as it came, moved into `buf` (for the line loop, or to be added to).
+    fn unhold(&mut self) {
+        if !self.held.is_empty() {
+            self.buf.extend_from_slice(&std::mem::take(&mut self.held));
         }
     }
 
@@ -111,6 +137,7 @@ impl SseDecoder {
         self.overflowed = true;
         self.overflow_due = true;
         self.buf = BytesMut::new();
+        self.held = Bytes::new();
         self.data = BytesMut::new();
         self.first = None;
         self.event = None;
@@ -128,6 +155,7 @@ impl SseDecoder {
         if let Some(event) = self.whole_event() {
             return Some(event);
         }
+        self.unhold();
         loop {
             let from = self.scanned.min(self.buf.len());
             // memchr: a data line of a few hundred bytes is looked through a word at a time,
@@ -180,12 +208,14 @@ impl SseDecoder {
     /// [`SseEvent::framed`] writes (most providers' events are): taken in one piece, its
     /// data a slice of it and the whole kept as [`SseEvent::raw`], instead of line by line.
     /// `None` for anything else (other fields, comments, CR line ends, data over several
-    /// lines, an event not whole yet, an event under way), which the line loop reads.
+    /// lines, an event not whole yet, an event under way), which the line loop reads. Read
+    /// from what is held as it came when there is some (`buf` is then empty).
     fn whole_event(&mut self) -> Option<SseEvent> {
         if self.scanned != 0 || self.has_data() || self.event.is_some() {
             return None;
         }
-        let buf = &self.buf[..];
+        let held = !self.held.is_empty();
+        let buf = if held { &self.held[..] } else { &self.buf[..] };
         let (name, at) = match buf.strip_prefix(b"event: ") {
             Some(rest) => {
                 let end = 7 + memchr::memchr2(b'\n', b'\r', rest)?;
@@ -214,7 +244,11 @@ impl SseDecoder {
             }
             None => None,
         };
-        let raw = self.buf.split_to(end + 2).freeze();
+        let raw = if held {
+            self.held.split_to(end + 2)
+        } else {
+            self.buf.split_to(end + 2).freeze()
+        };
         Some(SseEvent {
             event,
             data: raw.slice(at + 6..end),

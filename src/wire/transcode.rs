@@ -82,7 +82,7 @@ fn recode_with<E: Send + 'static>(
                 Ok(bytes) => bytes,
                 Err(e) => return Some((Err(e), r)),
             };
-            r.sse.push(&bytes);
+            r.sse.push_bytes(bytes);
             let mut events = Vec::new();
             while let Some(ev) = r.sse.next_event() {
                 // An event that cannot be read is skipped; the stream goes on.

@@ -162,7 +162,7 @@ pub(super) fn tap(
     futures_util::stream::unfold(state, |mut t| async move {
         loop {
             let Ok(bytes) = t.body.next().await?;
-            t.sse.push(&bytes);
+            t.sse.push_bytes(bytes);
             let mut out = Vec::new();
             while let Some(ev) = t.sse.next_event() {
                 out.extend_from_slice(&t.event(ev.event.as_deref(), &ev.data));

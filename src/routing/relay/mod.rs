@@ -391,7 +391,7 @@ impl Relay {
             }
             match self.upstream.poll_next_unpin(cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
-                    self.decoder.push(&bytes);
+                    self.decoder.push_bytes(bytes);
                     continue;
                 }
                 Poll::Ready(Some(Err(_)) | None) if self.tracker.finished => {

@@ -58,16 +58,22 @@ fn known_event_names_are_not_read_anew() {
 
 /// An event in the form the gateway writes is taken whole and kept as it came; any other
 /// is read line by line; either way the events are the same wherever the bytes are cut.
+/// Events in the written form and others (a comment, CR line ends, other fields, data over
+/// several lines).
+const MIXED: &[u8] = b"data: {\"a\":1}\n\nevent: ping\ndata: {}\n\n: keep\n\ndata: x\r\n\r\n\
+    event:e\ndata: y\n\nid: 1\ndata: z\n\ndata: p\ndata: q\n\ndata: last\n\n";
+
+/// Events as what the tests compare: their names and data.
+fn read(events: &[SseEvent]) -> Vec<(Option<Cow<'static, str>>, Bytes)> {
+    events
+        .iter()
+        .map(|e| (e.event.clone(), e.data.clone()))
+        .collect()
+}
+
 #[test]
 fn events_in_the_written_form_are_kept_as_they_came() {
-    let stream: &[u8] = b"data: {\"a\":1}\n\nevent: ping\ndata: {}\n\n: keep\n\ndata: x\r\n\r\n\
-        event:e\ndata: y\n\nid: 1\ndata: z\n\ndata: p\ndata: q\n\ndata: last\n\n";
-    let read = |events: &[SseEvent]| {
-        events
-            .iter()
-            .map(|e| (e.event.clone(), e.data.clone()))
-            .collect::<Vec<_>>()
-    };
+    let stream = MIXED;
     let mut dec = SseDecoder::new();
     dec.push(stream);
     let whole = all(&mut dec);
@@ -118,6 +124,45 @@ fn events_in_the_written_form_are_kept_as_they_came() {
             if let Some(raw) = &e.raw {
                 assert_eq!(raw, &frame(e.event.as_deref(), &e.data), "cut at {cut}");
             }
+        }
+    }
+}
+
+/// Bytes pushed as they came have the whole events they start with split off them, not copied;
+/// wherever the bytes are cut, and whether pushed as they came or copied, the events are the
+/// same.
+#[test]
+fn whole_events_are_split_off_the_bytes_pushed_as_they_came() {
+    let mut dec = SseDecoder::new();
+    dec.push(MIXED);
+    let whole = read(&all(&mut dec));
+
+    let pushed = Bytes::from_static(MIXED);
+    let mut dec = SseDecoder::new();
+    dec.push_bytes(pushed.clone());
+    let events = all(&mut dec);
+    assert_eq!(read(&events), whole);
+    let within = |b: &Bytes| pushed.as_ptr_range().contains(&b.as_ptr());
+    assert!(within(events[0].raw.as_ref().expect("in the written form")));
+    assert!(within(&events[1].data));
+
+    let n = MIXED.len();
+    for a in 0..=n {
+        for b in a..=n {
+            // Pushed as they came, in three pieces.
+            let mut dec = SseDecoder::new();
+            let mut events = Vec::new();
+            for (from, to) in [(0, a), (a, b), (b, n)] {
+                dec.push_bytes(pushed.slice(from..to));
+                events.extend(all(&mut dec));
+            }
+            assert_eq!(read(&events), whole, "cut at {a} and {b}");
+            // The middle piece copied, the others as they came, nothing read in between.
+            let mut dec = SseDecoder::new();
+            dec.push_bytes(pushed.slice(..a));
+            dec.push(&MIXED[a..b]);
+            dec.push_bytes(pushed.slice(b..));
+            assert_eq!(read(&all(&mut dec)), whole, "cut at {a} and {b}, mixed");
         }
     }
 }
