@@ -1,6 +1,9 @@
 //! One upstream call. Every way it can fail is classified here, where it is born, into an
 //! [`AttemptError`]; the failover loop never looks at messages or transport details.
 
+use std::future::Future;
+use std::task::Poll;
+
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::HeaderValue;
@@ -354,7 +357,19 @@ pub async fn call_stream(
             }
         }
     };
-    tokio::time::timeout_at(first_token_deadline, call)
-        .await
-        .unwrap_or(Err(AttemptError::FirstTokenTimeout))
+    // The deadline's timer is one an earlier stream left when it can be (see `spare_timer`).
+    let mut timer = super::spare_timer::timer(first_token_deadline);
+    let mut call = std::pin::pin!(call);
+    let read = std::future::poll_fn(|cx| {
+        if let Poll::Ready(read) = call.as_mut().poll(cx) {
+            return Poll::Ready(read);
+        }
+        timer
+            .as_mut()
+            .poll(cx)
+            .map(|()| Err(AttemptError::FirstTokenTimeout))
+    })
+    .await;
+    super::spare_timer::keep(timer);
+    read
 }

@@ -36,6 +36,7 @@ pub mod relay;
 pub mod request;
 pub mod select;
 mod shared;
+mod spare_timer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,134 @@
+//! A stream's first-token timer, kept between streams on a thread and moved later for the next.
+//!
+//! tokio wakes its own driver (a `write` to its eventfd, then an `epoll_wait` that returns at
+//! once) whenever a timer is set earlier than the time the driver last planned to wake. A
+//! stream's first-token timer (10 s by default) is such a timer on a server thread whose other
+//! deadlines are its connections' idle ones (120 s): 0.58 `write`s a stream at 20 streams a
+//! second (`bench/syscalls STREAM=1 Q=20`). A timer moved later, though, stays where it is in
+//! tokio's wheel until its old deadline comes, and is then put back at the new one without
+//! waking anything. So a timer that did its work (the first token came first) is kept, a few
+//! a thread, and the next stream moves it later: while streams keep coming, the thread wakes
+//! once a first-token timeout for it, not its driver once a stream.
+//!
+//! A kept timer holds the waker of the task that polled it last, so that task's memory is kept
+//! until the timer is used again or fires: at most [`KEPT`] a thread.
+
+use std::cell::RefCell;
+use std::pin::Pin;
+
+use tokio::runtime::{Handle, Id};
+use tokio::time::{Instant, Sleep};
+
+/// The most timers kept on one thread (streams whose first tokens are awaited at once).
+const KEPT: usize = 4;
+
+/// The timers kept on this thread, and the runtime they belong to (a thread may run one
+/// runtime after another, as test threads do: a timer is not used outside its own).
+#[derive(Default)]
+struct Kept {
+    runtime: Option<Id>,
+    timers: Vec<Pin<Box<Sleep>>>,
+}
+
+thread_local! {
+    static KEPT_TIMERS: RefCell<Kept> = RefCell::default();
+}
+
+/// A timer that fires at `deadline`: one kept on this thread, moved there, or a new one.
+pub(super) fn timer(deadline: Instant) -> Pin<Box<Sleep>> {
+    let runtime = Handle::try_current().ok().map(|h| h.id());
+    let kept = KEPT_TIMERS.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if kept.runtime != runtime {
+            kept.timers.clear();
+            kept.runtime = runtime;
+        }
+        kept.timers.pop()
+    });
+    match kept {
+        Some(mut timer) => {
+            timer.as_mut().reset(deadline);
+            timer
+        }
+        None => Box::pin(tokio::time::sleep_until(deadline)),
+    }
+}
+
+/// Keep `timer` for the next [`timer`] on this thread, unless it has fired (moving it later
+/// would set it anew) or enough are kept.
+pub(super) fn keep(timer: Pin<Box<Sleep>>) {
+    if timer.is_elapsed() {
+        return;
+    }
+    let runtime = Handle::try_current().ok().map(|h| h.id());
+    KEPT_TIMERS.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if kept.runtime == runtime && kept.timers.len() < KEPT {
+            kept.timers.push(timer);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A kept timer is the next one handed out, moved to its new deadline: it fires then,
+    /// not at the deadline it was kept with.
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_timer_is_moved_later_for_the_next_stream() {
+        let start = Instant::now();
+        let first = timer(start + Duration::from_secs(10));
+        let at = std::ptr::from_ref::<Sleep>(&first);
+        keep(first);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut second = timer(start + Duration::from_secs(15));
+        assert_eq!(std::ptr::from_ref::<Sleep>(&second), at, "the kept timer");
+        assert_eq!(second.deadline(), start + Duration::from_secs(15));
+        let fired = tokio::select! {
+            () = second.as_mut() => false,
+            () = tokio::time::sleep_until(start + Duration::from_secs(12)) => true,
+        };
+        assert!(fired, "the timer fired at the deadline it was kept with");
+        second.as_mut().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(15));
+        // A timer that fired is not kept.
+        keep(second);
+        assert!(KEPT_TIMERS.with(|k| k.borrow().timers.is_empty()));
+    }
+
+    /// No more than [`KEPT`] are kept.
+    #[tokio::test(start_paused = true)]
+    async fn a_few_timers_are_kept() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let timers: Vec<_> = (0..KEPT + 2).map(|_| timer(deadline)).collect();
+        timers.into_iter().for_each(keep);
+        assert_eq!(KEPT_TIMERS.with(|k| k.borrow().timers.len()), KEPT);
+    }
+
+    /// A timer kept under one runtime is not used under the next one on the same thread (its
+    /// driver is gone): a new one is made, and fires.
+    #[test]
+    fn a_timer_is_not_used_outside_its_runtime() {
+        let paused = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("a runtime")
+        };
+        paused().block_on(async {
+            keep(timer(Instant::now() + Duration::from_secs(10)));
+            assert_eq!(KEPT_TIMERS.with(|k| k.borrow().timers.len()), 1);
+        });
+        // Moving the first runtime's timer would fail (its driver is shut down), and a timer
+        // that failed panics when polled.
+        paused().block_on(async {
+            let start = Instant::now();
+            timer(start + Duration::from_secs(10)).await;
+            assert_eq!(Instant::now(), start + Duration::from_secs(10));
+        });
+    }
+}
