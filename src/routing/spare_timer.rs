@@ -11,7 +11,8 @@
 //! once a first-token timeout for it, not its driver once a stream.
 //!
 //! A kept timer holds the waker of the task that polled it last, so that task's memory is kept
-//! until the timer is used again or fires: at most [`KEPT`] a thread.
+//! until the timer is used again or fires (and when it fires while kept, that task is polled
+//! once for nothing): at most [`KEPT`] a thread.
 
 use std::cell::RefCell;
 use std::pin::Pin;
