@@ -365,6 +365,7 @@ pub async fn call_stream(
             return Poll::Ready(read);
         }
         timer
+            .sleep
             .as_mut()
             .poll(cx)
             .map(|()| Err(AttemptError::FirstTokenTimeout))

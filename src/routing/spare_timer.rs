@@ -35,8 +35,14 @@ thread_local! {
     static KEPT_TIMERS: RefCell<Kept> = RefCell::default();
 }
 
+/// A first-token timer, and the runtime it belongs to (looked up once, when it is handed out).
+pub(super) struct Timer {
+    pub(super) sleep: Pin<Box<Sleep>>,
+    runtime: Option<Id>,
+}
+
 /// A timer that fires at `deadline`: one kept on this thread, moved there, or a new one.
-pub(super) fn timer(deadline: Instant) -> Pin<Box<Sleep>> {
+pub(super) fn timer(deadline: Instant) -> Timer {
     let runtime = Handle::try_current().ok().map(|h| h.id());
     let kept = KEPT_TIMERS.with(|kept| {
         let mut kept = kept.borrow_mut();
@@ -46,26 +52,27 @@ pub(super) fn timer(deadline: Instant) -> Pin<Box<Sleep>> {
         }
         kept.timers.pop()
     });
-    match kept {
-        Some(mut timer) => {
-            timer.as_mut().reset(deadline);
-            timer
+    let sleep = match kept {
+        Some(mut sleep) => {
+            sleep.as_mut().reset(deadline);
+            sleep
         }
         None => Box::pin(tokio::time::sleep_until(deadline)),
-    }
+    };
+    Timer { sleep, runtime }
 }
 
 /// Keep `timer` for the next [`timer`] on this thread, unless it has fired (moving it later
-/// would set it anew) or enough are kept.
-pub(super) fn keep(timer: Pin<Box<Sleep>>) {
-    if timer.is_elapsed() {
+/// would set it anew), enough are kept, or this thread's timers are another runtime's (a task
+/// of a multi-threaded runtime may end on another thread than it began).
+pub(super) fn keep(timer: Timer) {
+    if timer.sleep.is_elapsed() {
         return;
     }
-    let runtime = Handle::try_current().ok().map(|h| h.id());
     KEPT_TIMERS.with(|kept| {
         let mut kept = kept.borrow_mut();
-        if kept.runtime == runtime && kept.timers.len() < KEPT {
-            kept.timers.push(timer);
+        if kept.runtime == timer.runtime && kept.timers.len() < KEPT {
+            kept.timers.push(timer.sleep);
         }
     });
 }
@@ -82,18 +89,22 @@ mod tests {
     async fn a_kept_timer_is_moved_later_for_the_next_stream() {
         let start = Instant::now();
         let first = timer(start + Duration::from_secs(10));
-        let at = std::ptr::from_ref::<Sleep>(&first);
+        let at = std::ptr::from_ref::<Sleep>(&first.sleep);
         keep(first);
         tokio::time::sleep(Duration::from_secs(5)).await;
         let mut second = timer(start + Duration::from_secs(15));
-        assert_eq!(std::ptr::from_ref::<Sleep>(&second), at, "the kept timer");
-        assert_eq!(second.deadline(), start + Duration::from_secs(15));
+        assert_eq!(
+            std::ptr::from_ref::<Sleep>(&second.sleep),
+            at,
+            "the kept timer"
+        );
+        assert_eq!(second.sleep.deadline(), start + Duration::from_secs(15));
         let fired = tokio::select! {
-            () = second.as_mut() => false,
+            () = second.sleep.as_mut() => false,
             () = tokio::time::sleep_until(start + Duration::from_secs(12)) => true,
         };
         assert!(fired, "the timer fired at the deadline it was kept with");
-        second.as_mut().await;
+        second.sleep.as_mut().await;
         assert_eq!(Instant::now(), start + Duration::from_secs(15));
         // A timer that fired is not kept.
         keep(second);
@@ -128,7 +139,7 @@ mod tests {
         // that failed panics when polled.
         paused().block_on(async {
             let start = Instant::now();
-            timer(start + Duration::from_secs(10)).await;
+            timer(start + Duration::from_secs(10)).sleep.await;
             assert_eq!(Instant::now(), start + Duration::from_secs(10));
         });
     }
