@@ -20,7 +20,7 @@ use std::ops::Range;
 
 mod run;
 mod shape;
-use run::{plain_run, same, HIGH};
+use run::{literal_at, plain_run, same, HIGH};
 pub use shape::Shape;
 
 /// Containers nested deeper than this are left to serde_json (whose own limit is 127).
@@ -306,9 +306,9 @@ impl Scanner<'_> {
         }
     }
 
+    #[inline(always)]
     fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let end = self.i + word.len();
-        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+        literal_at(self.b, self.i, word).then(|| self.i += word.len())
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, as RFC 8259 and serde_json have it.

@@ -70,11 +70,77 @@ fn special16(chunk: &[u8; 16], high: u64) -> u32 {
     bits
 }
 
-/// `a == b`, the first bytes compared before a call to `memcmp`: the keys met are rarely the
-/// ones asked for, and often as long.
+/// `a == b`, without a call to `memcmp` for what a key is (up to sixteen bytes): its first and
+/// last eight bytes (or four) compared as two words, which overlap when it is shorter than
+/// sixteen. The keys met are rarely the ones asked for, and often as long: the lengths are
+/// compared first.
+#[inline(always)]
 pub(super) fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.first() == b.first() && a == b
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        8..=16 => word::<8>(a, 0) == word::<8>(b, 0) && word::<8>(a, n - 8) == word::<8>(b, n - 8),
+        4..8 => word::<4>(a, 0) == word::<4>(b, 0) && word::<4>(a, n - 4) == word::<4>(b, n - 4),
+        0..4 => a.iter().zip(b).all(|(x, y)| x == y),
+        _ => a == b,
+    }
+}
+
+/// The `N` bytes of `s` from `at` (which the caller has checked are there), as one word.
+#[inline(always)]
+fn word<const N: usize>(s: &[u8], at: usize) -> [u8; N] {
+    let mut w = [0; N];
+    w.copy_from_slice(&s[at..at + N]);
+    w
+}
+
+/// `word` (four or five bytes: `true`, `null`, `false`) at `i` in `b`, compared without a
+/// call to `memcmp`.
+#[inline(always)]
+pub(super) fn literal_at(b: &[u8], i: usize, word: &[u8]) -> bool {
+    let Some(s) = b.get(i..i + word.len()) else {
+        return false;
+    };
+    same(s, word)
 }
 
 /// The high bit of each byte of a word.
 pub(super) const HIGH: u64 = (u64::MAX / 255) << 7;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every length a key has, through the words' overlap: equal bytes are the same, and a
+    /// difference in any one byte is found.
+    #[test]
+    fn same_finds_a_difference_in_any_byte() {
+        let text: Vec<u8> = (0..40u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=text.len() {
+            let a = &text[..n];
+            let copy = a.to_vec();
+            assert!(same(a, &copy), "{n}");
+            if n < text.len() {
+                assert!(!same(a, &text[..n + 1]), "{n}: a longer one");
+            }
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 0x20;
+                assert!(!same(a, &b), "{n} at {at}");
+            }
+        }
+    }
+
+    /// A literal is found only whole, and not past the end of the body.
+    #[test]
+    fn a_literal_is_found_whole() {
+        assert!(literal_at(b"[true]", 1, b"true"));
+        assert!(literal_at(b"false", 0, b"false"));
+        assert!(!literal_at(b"[tru", 1, b"true"));
+        assert!(!literal_at(b"fals", 0, b"false"));
+        assert!(!literal_at(b"falsy", 0, b"false"));
+        assert!(!literal_at(b"nul", 3, b"null"));
+    }
+}
