@@ -26,8 +26,9 @@ use crate::canonical::{self, Dialect};
 pub struct Forms {
     /// The inner (OpenAI) form, or why there is none.
     chat: OnceLock<Result<ChatRequest, String>>,
-    /// The canonical form, or why there is none.
-    canonical: OnceLock<Result<canonical::ChatRequest, String>>,
+    /// The canonical form, or why there is none. Boxed: most requests never make it, and
+    /// each `Forms` is moved into its `Arc` at the edge, so its size is copied per request.
+    canonical: OnceLock<Result<Box<canonical::ChatRequest>, String>>,
     /// A client body of another dialect than the inner one, which the canonical form is read
     /// from.
     source: Option<(Dialect, Bytes)>,
@@ -60,9 +61,10 @@ impl Forms {
                     Some((dialect, body)) => dialect.parse_request(body),
                     None => canonical::openai::parse_request(self.chat()?.body()),
                 };
-                read.map_err(|e| e.to_string())
+                read.map(Box::new).map_err(|e| e.to_string())
             })
             .as_ref()
+            .map(|canon| &**canon)
             .map_err(String::as_str)
     }
 
