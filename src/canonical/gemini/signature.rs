@@ -137,7 +137,10 @@ pub fn strip(body: &[u8]) -> Option<Vec<u8>> {
     // Built once: a `Finder` made per call cost more than the search of a small body.
     static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
-    for at in FINDER.find_iter(body) {
+    // Most bodies carry no marker: one search says so, without the iterator (which copies the
+    // searcher).
+    let first = FINDER.find(body)?;
+    for at in FINDER.find_iter(&body[first..]).map(|at| first + at) {
         if at < copied {
             continue;
         }
