@@ -147,7 +147,10 @@ impl<'a> Race<'a> {
             if self.running.is_empty() && !(can_launch && self.next_at.is_some()) {
                 break;
             }
+            // Polled in this order, not from a random branch: an attempt's end is taken before
+            // a timer due at the same wake-up, and no random number is drawn a wake-up.
             tokio::select! {
+                biased;
                 Some(done) = in_flight.next(), if !self.running.is_empty() => {
                     if let Some(outcome) = self.on_done(done) {
                         return outcome;
