@@ -133,6 +133,13 @@ async fn readyz_is_starting_until_every_server_thread_runs_then_ready() {
     let state = build(&config(&m, ""));
     assert_eq!(readyz(&state).await, (503, "starting".to_owned()));
     let gw = Gateway::serve(state.clone(), Some(2)).await;
+    // The threads start after `serve` returns: on a busy machine one may answer (503,
+    // starting) before the other runs. Ready within a bound, then ready on every thread.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while readyz(&state).await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     // Each on a connection of its own, so both threads are asked.
     for _ in 0..4 {
         let resp = reqwest::Client::new()
