@@ -39,6 +39,30 @@ async fn a_stalled_attempt_is_abandoned_at_attempt_timeout() {
     assert_eq!(m[0].stats().cancelled, 1);
 }
 
+/// An answer's attempt timer is kept for the next attempt on the thread and moved to its
+/// deadline: a stall after an answer is abandoned at its own `attempt_timeout`, not at the
+/// deadline the kept timer had.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_after_an_answer_is_abandoned_at_its_own_timeout() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, POLICY)).await;
+    let resp = gw.chat(chat_body(false)).await;
+    assert_eq!(header(&resp, "x-switchyard-target"), "p0/model-0");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    m[0].set_plan(FaultPlan {
+        stall: true,
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(header(&resp, "x-switchyard-target"), "p1/model-1");
+    assert!(
+        elapsed >= Duration::from_secs(5) && elapsed < Duration::from_secs(6),
+        "{elapsed:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_first_token_is_a_stall() {
     let m = mocks(2).await;

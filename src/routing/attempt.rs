@@ -10,6 +10,7 @@ use http::HeaderValue;
 use tokio::time::Instant;
 
 use super::classify::{parse_retry_after, status_error, AttemptError};
+use super::spare_timer::Kind;
 use super::Target;
 use crate::canonical::Dialect;
 use crate::metrics::bump;
@@ -216,7 +217,9 @@ pub async fn call_full(
     probe: bool,
     forward: Forward<'_>,
 ) -> Result<(Bytes, Option<Usage>), AttemptError> {
-    let call = async {
+    let timer = super::spare_timer::timer(Kind::Attempt, deadline);
+    // Made where it is polled: a future this size moved into place is a copy of ~2 KiB.
+    let call = std::pin::pin!(async {
         let resp = send(target, body, probe, false, forward).await?;
         let (bytes, truncated) = read_at_most(resp.into_body(), target.max_response_body)
             .await
@@ -238,10 +241,26 @@ pub async fn call_full(
         let usage = transcode::native_usage(Dialect::OpenAi, &bytes)
             .map_err(|_| AttemptError::Malformed)?;
         Ok((bytes, usage))
-    };
-    tokio::time::timeout_at(deadline, call)
-        .await
-        .unwrap_or(Err(AttemptError::Timeout))
+    });
+    before(call, timer, || AttemptError::Timeout).await
+}
+
+/// What `call` gives, unless `timer` fires first (then `late()`). The timer is one an earlier
+/// attempt left when it can be, and is left for the next (see `spare_timer`).
+async fn before<T>(
+    mut call: std::pin::Pin<&mut impl Future<Output = Result<T, AttemptError>>>,
+    mut timer: super::spare_timer::Timer,
+    late: impl Fn() -> AttemptError,
+) -> Result<T, AttemptError> {
+    let answer = std::future::poll_fn(|cx| {
+        if let Poll::Ready(answer) = call.as_mut().poll(cx) {
+            return Poll::Ready(answer);
+        }
+        timer.sleep.as_mut().poll(cx).map(|()| Err(late()))
+    })
+    .await;
+    super::spare_timer::keep(timer);
+    answer
 }
 
 /// Anthropic's token count (`POST /v1/messages/count_tokens`) of the client's own body, from
@@ -304,7 +323,8 @@ pub async fn call_stream(
     forward: Forward<'_>,
     capture: bool,
 ) -> Result<Committed, AttemptError> {
-    let call = async {
+    let timer = super::spare_timer::timer(Kind::FirstToken, first_token_deadline);
+    let call = std::pin::pin!(async {
         let resp = send(target, body, false, true, forward).await?;
         let Some(mut upstream) = target.provider.stream_of(resp) else {
             return Err(AttemptError::Malformed);
@@ -356,21 +376,6 @@ pub async fn call_stream(
                 None => return Err(AttemptError::EmptyStream),
             }
         }
-    };
-    // The deadline's timer is one an earlier stream left when it can be (see `spare_timer`).
-    let mut timer = super::spare_timer::timer(first_token_deadline);
-    let mut call = std::pin::pin!(call);
-    let read = std::future::poll_fn(|cx| {
-        if let Poll::Ready(read) = call.as_mut().poll(cx) {
-            return Poll::Ready(read);
-        }
-        timer
-            .sleep
-            .as_mut()
-            .poll(cx)
-            .map(|()| Err(AttemptError::FirstTokenTimeout))
-    })
-    .await;
-    super::spare_timer::keep(timer);
-    read
+    });
+    before(call, timer, || AttemptError::FirstTokenTimeout).await
 }
