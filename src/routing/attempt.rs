@@ -218,7 +218,8 @@ pub async fn call_full(
     forward: Forward<'_>,
 ) -> Result<(Bytes, Option<Usage>), AttemptError> {
     let timer = super::spare_timer::timer(Kind::Attempt, deadline);
-    // Made where it is polled: a future this size moved into place is a copy of ~2 KiB.
+    // Made where it is polled (`pin!` of the block itself): a future built first and pinned
+    // after is copied whole (~220 instructions of `memcpy` here, ~280 for a stream's).
     let call = std::pin::pin!(async {
         let resp = send(target, body, probe, false, forward).await?;
         let (bytes, truncated) = read_at_most(resp.into_body(), target.max_response_body)

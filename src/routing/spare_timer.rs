@@ -14,10 +14,10 @@
 //! A whole answer's attempt deadline is kept the same way. Setting a timer in tokio's wheel
 //! and taking it out again when the answer came first cost ~450 instructions an answer
 //! (`bench/instructions`, function by function); handing a kept one out, moving it later and
-//! keeping it again, ~250. Each
-//! [`Kind`] is kept apart: its deadlines are the same time ahead of when it is set (the
-//! first-token timeout, the attempt timeout), so a kept timer of its kind is moved later,
-//! where one of the other kind could be moved earlier (set anew in the wheel).
+//! keeping it again, ~250. Each [`Kind`] is kept apart: its deadlines are the same time ahead
+//! of when it is set (the first-token timeout, the attempt timeout), so a kept timer of its
+//! kind is moved later, where one of the other kind could be moved earlier (set anew in the
+//! wheel).
 //!
 //! A kept timer holds the waker of the task that polled it last, so that task's memory is kept
 //! until the timer is used again or fires (and when it fires while kept, that task is polled
