@@ -109,21 +109,27 @@ mod tests {
 
     use super::*;
 
+    /// Where `timer`'s `Sleep` lies: the same place when a kept timer is handed out again.
+    fn place(timer: &Timer) -> *const Sleep {
+        std::ptr::from_ref::<Sleep>(&timer.sleep)
+    }
+
+    /// How many timers of `kind` this thread keeps.
+    fn kept(kind: Kind) -> usize {
+        KEPT_TIMERS.with(|k| k.borrow().timers[kind as usize].len())
+    }
+
     /// A kept timer is the next one handed out, moved to its new deadline: it fires then,
     /// not at the deadline it was kept with.
     #[tokio::test(start_paused = true)]
     async fn a_kept_timer_is_moved_later_for_the_next_stream() {
         let start = Instant::now();
         let first = timer(Kind::FirstToken, start + Duration::from_secs(10));
-        let at = std::ptr::from_ref::<Sleep>(&first.sleep);
+        let at = place(&first);
         keep(first);
         tokio::time::sleep(Duration::from_secs(5)).await;
         let mut second = timer(Kind::FirstToken, start + Duration::from_secs(15));
-        assert_eq!(
-            std::ptr::from_ref::<Sleep>(&second.sleep),
-            at,
-            "the kept timer"
-        );
+        assert_eq!(place(&second), at, "the kept timer");
         assert_eq!(second.sleep.deadline(), start + Duration::from_secs(15));
         let fired = tokio::select! {
             () = second.sleep.as_mut() => false,
@@ -134,7 +140,7 @@ mod tests {
         assert_eq!(Instant::now(), start + Duration::from_secs(15));
         // A timer that fired is not kept.
         keep(second);
-        assert!(KEPT_TIMERS.with(|k| k.borrow().timers.iter().all(Vec::is_empty)));
+        assert_eq!((kept(Kind::FirstToken), kept(Kind::Attempt)), (0, 0));
     }
 
     /// A kept timer goes only to a timer of its own kind: one of the other kind would be moved
@@ -143,18 +149,14 @@ mod tests {
     async fn each_kind_is_kept_apart() {
         let start = Instant::now();
         let first_token = timer(Kind::FirstToken, start + Duration::from_secs(10));
-        let at = std::ptr::from_ref::<Sleep>(&first_token.sleep);
+        let at = place(&first_token);
         keep(first_token);
         let attempt = timer(Kind::Attempt, start + Duration::from_secs(30));
-        assert_ne!(std::ptr::from_ref::<Sleep>(&attempt.sleep), at, "a new one");
+        assert_ne!(place(&attempt), at, "a new one");
         keep(attempt);
         let again = timer(Kind::FirstToken, start + Duration::from_secs(11));
-        assert_eq!(
-            std::ptr::from_ref::<Sleep>(&again.sleep),
-            at,
-            "the kept one"
-        );
-        assert_eq!(KEPT_TIMERS.with(|k| k.borrow().timers[1].len()), 1);
+        assert_eq!(place(&again), at, "the kept one");
+        assert_eq!(kept(Kind::Attempt), 1);
     }
 
     /// No more than [`KEPT`] are kept.
@@ -165,7 +167,7 @@ mod tests {
             .map(|_| timer(Kind::Attempt, deadline))
             .collect();
         timers.into_iter().for_each(keep);
-        assert_eq!(KEPT_TIMERS.with(|k| k.borrow().timers[1].len()), KEPT);
+        assert_eq!(kept(Kind::Attempt), KEPT);
     }
 
     /// A timer kept under one runtime is not used under the next one on the same thread (its
@@ -184,7 +186,7 @@ mod tests {
                 Kind::FirstToken,
                 Instant::now() + Duration::from_secs(10),
             ));
-            assert_eq!(KEPT_TIMERS.with(|k| k.borrow().timers[0].len()), 1);
+            assert_eq!(kept(Kind::FirstToken), 1);
         });
         // Moving the first runtime's timer would fail (its driver is shut down), and a timer
         // that failed panics when polled.

@@ -56,8 +56,6 @@ fn known_event_names_are_not_read_anew() {
     );
 }
 
-/// An event in the form the gateway writes is taken whole and kept as it came; any other
-/// is read line by line; either way the events are the same wherever the bytes are cut.
 /// Events in the written form and others (a comment, CR line ends, other fields, data over
 /// several lines).
 const MIXED: &[u8] = b"data: {\"a\":1}\n\nevent: ping\ndata: {}\n\n: keep\n\ndata: x\r\n\r\n\
@@ -71,6 +69,8 @@ fn read(events: &[SseEvent]) -> Vec<(Option<Cow<'static, str>>, Bytes)> {
         .collect()
 }
 
+/// An event in the form the gateway writes is taken whole and kept as it came; any other
+/// is read line by line; either way the events are the same wherever the bytes are cut.
 #[test]
 fn events_in_the_written_form_are_kept_as_they_came() {
     let stream = MIXED;
