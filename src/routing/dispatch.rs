@@ -15,5 +15,6 @@ use super::Route;
 
 /// Serve a request on a route with soft failover and hedging.
 pub async fn dispatch(route: &Arc<Route>, req: &Request) -> Outcome {
-    Race::new(route, req).run().await
+    let mut race = Race::new(route, req);
+    race.run().await
 }

@@ -37,7 +37,7 @@ impl Race<'_> {
     /// The shutdown's drain ran out of time (`shutdown_timeout`) with this request in flight:
     /// its attempts are ended and the client gets a 503 that says why (so does its audit
     /// record). Not held against any target: the gateway is going away, not the provider.
-    pub(super) fn shut_down(mut self) -> Outcome {
+    pub(super) fn shut_down(&mut self) -> Outcome {
         let now = Instant::now();
         self.record_running(AttemptOutcome::Shutdown, now);
         let failure = Failure {
@@ -65,7 +65,7 @@ impl Race<'_> {
     /// Nothing more to try: the client gets an error that lists the path. A context-length
     /// error that found no larger window is the client's to handle (trim and retry), so it is
     /// returned as the provider gave it.
-    pub(super) fn give_up(mut self) -> Outcome {
+    pub(super) fn give_up(&mut self) -> Outcome {
         let now = Instant::now();
         let policy = &self.route.config.failover;
         if let Some(AttemptError::Status {

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::classify::{AttemptError, NextStep};
@@ -73,7 +74,9 @@ pub(super) struct Race<'a> {
     open_fallback_used: bool,
     launched: usize,
     hedged: bool,
-    running: Vec<Running>,
+    /// Inline up to two (an attempt and a hedge): a request's first push allocated ~150
+    /// instructions' worth.
+    running: SmallVec<[Running; 2]>,
     /// When the next sequential attempt starts.
     next_at: Option<Instant>,
     /// When the next hedge fires.
@@ -117,14 +120,15 @@ impl<'a> Race<'a> {
             open_fallback_used: false,
             launched: 0,
             hedged: false,
-            running: Vec::new(),
+            running: SmallVec::new(),
             next_at: Some(started),
             hedge_at: None,
         }
     }
 
-    /// Run the race to its outcome.
-    pub(super) async fn run(mut self) -> Outcome {
+    /// Run the race to its outcome. By reference: the caller's race stays where it was made
+    /// (a `run(self)` future was a 300-byte copy of it).
+    pub(super) async fn run(&mut self) -> Outcome {
         let mut in_flight = InFlight::new();
         let mut closing = std::pin::pin!(self.route.closed());
         // The clock is read once each time the race wakes (the first time, the race's start):
@@ -316,6 +320,9 @@ impl<'a> Race<'a> {
     /// The attempts still running are dropped (another answered, or the request ended): none of
     /// them failed, so the retries among them give the target's budget back.
     fn record_running(&mut self, outcome: AttemptOutcome, now: Instant) {
+        if self.running.is_empty() {
+            return;
+        }
         for r in std::mem::take(&mut self.running) {
             let target = self.target(r.pos);
             if r.seq > 0 {
