@@ -24,32 +24,46 @@ use crate::canonical::{self, Dialect};
 /// See the module docs.
 #[derive(Debug)]
 pub struct Forms {
-    /// The inner (OpenAI) form, or why there is none.
-    chat: OnceLock<Result<ChatRequest, String>>,
+    /// The client's body: the inner form itself, or one of another dialect.
+    client: Client,
     /// The canonical form, or why there is none. Boxed: most requests never make it, and
     /// each `Forms` is moved into its `Arc` at the edge, so its size is copied per request.
     canonical: OnceLock<Result<Box<canonical::ChatRequest>, String>>,
-    /// A client body of another dialect than the inner one, which the canonical form is read
-    /// from.
-    source: Option<(Dialect, Bytes)>,
+}
+
+/// What the client sent, as the edge read it.
+#[derive(Debug)]
+enum Client {
+    /// An OpenAI client's request: the inner form, held as it is (a `OnceLock` set at once
+    /// cost its `Once`, and two copies of the request, ~150 instructions a request).
+    OpenAi(ChatRequest),
+    /// A body of another dialect, which the canonical form is read from; the inner form is
+    /// made from that on first use.
+    Native {
+        dialect: Dialect,
+        body: Bytes,
+        chat: OnceLock<Result<ChatRequest, String>>,
+    },
 }
 
 impl Forms {
     /// An OpenAI client's request, already read.
     pub fn openai(chat: ChatRequest) -> Forms {
         Forms {
-            chat: OnceLock::from(Ok(chat)),
+            client: Client::OpenAi(chat),
             canonical: OnceLock::new(),
-            source: None,
         }
     }
 
     /// The body of a client of `dialect` (not OpenAI), read only when a form is asked for.
     pub fn native(dialect: Dialect, body: Bytes) -> Forms {
         Forms {
-            chat: OnceLock::new(),
+            client: Client::Native {
+                dialect,
+                body,
+                chat: OnceLock::new(),
+            },
             canonical: OnceLock::new(),
-            source: Some((dialect, body)),
         }
     }
 
@@ -57,9 +71,9 @@ impl Forms {
     pub fn canonical(&self) -> Result<&canonical::ChatRequest, &str> {
         self.canonical
             .get_or_init(|| {
-                let read = match &self.source {
-                    Some((dialect, body)) => dialect.parse_request(body),
-                    None => canonical::openai::parse_request(self.chat()?.body()),
+                let read = match &self.client {
+                    Client::Native { dialect, body, .. } => dialect.parse_request(body),
+                    Client::OpenAi(chat) => canonical::openai::parse_request(chat.body()),
                 };
                 read.map(Box::new).map_err(|e| e.to_string())
             })
@@ -72,31 +86,36 @@ impl Forms {
     /// client of another dialect always gets its stream's usage (its dialect reports usage on
     /// every stream), so the inner form asks for it.
     pub fn chat(&self) -> Result<&ChatRequest, &str> {
-        self.chat
-            .get_or_init(|| {
-                let canon = self.canonical().map_err(str::to_owned)?;
-                let inner = canonical::openai::write_request(canon, &canon.model)
-                    .map_err(|e| e.to_string())?;
-                let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(|e| e.to_string())?;
-                chat.client_wants_usage = true;
-                Ok(chat)
-            })
-            .as_ref()
-            .map_err(String::as_str)
+        let chat = match &self.client {
+            Client::OpenAi(chat) => return Ok(chat),
+            Client::Native { chat, .. } => chat,
+        };
+        chat.get_or_init(|| {
+            let canon = self.canonical().map_err(str::to_owned)?;
+            let inner =
+                canonical::openai::write_request(canon, &canon.model).map_err(|e| e.to_string())?;
+            let mut chat = ChatRequest::parse(Bytes::from(inner)).map_err(|e| e.to_string())?;
+            chat.client_wants_usage = true;
+            Ok(chat)
+        })
+        .as_ref()
+        .map_err(String::as_str)
     }
 
     /// The client's body as it came, when it is not the inner form itself.
     pub fn client_body(&self) -> Option<&Bytes> {
-        self.source.as_ref().map(|(_, body)| body)
+        match &self.client {
+            Client::OpenAi(_) => None,
+            Client::Native { body, .. } => Some(body),
+        }
     }
 
     /// The length of the client's body: what the context window's no-count shortcut reads
     /// (any dialect's bytes are at least its tokens).
     pub fn len(&self) -> usize {
-        match (&self.source, self.chat.get()) {
-            (Some((_, body)), _) => body.len(),
-            (None, Some(Ok(chat))) => chat.body().len(),
-            (None, _) => 0,
+        match &self.client {
+            Client::OpenAi(chat) => chat.body().len(),
+            Client::Native { body, .. } => body.len(),
         }
     }
 
@@ -117,7 +136,10 @@ mod tests {
             br#"{"model":"claude","max_tokens":8,"system":"be brief","messages":[{"role":"user","content":"hi"}]}"#,
         );
         let forms = Forms::native(Dialect::Anthropic, body.clone());
-        assert!(forms.canonical.get().is_none() && forms.chat.get().is_none());
+        let Client::Native { chat, .. } = &forms.client else {
+            panic!("an Anthropic body is a native one");
+        };
+        assert!(forms.canonical.get().is_none() && chat.get().is_none());
         assert_eq!(forms.len(), body.len());
         assert_eq!(forms.client_body(), Some(&body));
         let chat = forms.chat().unwrap();
@@ -145,9 +167,13 @@ mod tests {
             br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
         ))
         .unwrap();
+        let body = chat.body().clone();
         let forms = Forms::openai(chat);
         assert_eq!(forms.chat().unwrap().model, "m");
+        assert_eq!(forms.chat().unwrap().body(), &body);
+        assert_eq!(forms.len(), body.len());
         assert!(forms.client_body().is_none());
+        assert!(forms.canonical.get().is_none(), "made only when asked for");
         assert_eq!(forms.canonical().unwrap().model, "m");
     }
 }
