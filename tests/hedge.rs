@@ -136,6 +136,39 @@ async fn an_early_failure_does_not_end_the_race_and_the_next_target_joins() {
     assert_eq!(m[0].stats().cancelled, 1);
 }
 
+/// Three attempts at once (`max_parallel = 3`, more than a race keeps inline): each hedge
+/// joins the attempts still running, the last one answers, and both it outran are cancelled.
+#[tokio::test(start_paused = true)]
+async fn three_attempts_race_at_once_and_the_two_outrun_are_cancelled() {
+    let m = mocks(3).await;
+    let gw = Gateway::start(&config(&m, &format!("{FIXED}\nmax_parallel = 3"))).await;
+    // The hedge budget (1.0) allows as many hedges as requests in its window: two answered
+    // first make room for this request's two.
+    for _ in 0..2 {
+        assert_eq!(gw.chat(chat_body(false)).await.status(), 200);
+    }
+    m[0].set_plan(slow(5000));
+    m[1].set_plan(slow(5000));
+    let t0 = Instant::now();
+    let resp = gw.chat(chat_body(false)).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(header(&resp, "x-switchyard-target"), "p2/model-2");
+    assert_eq!(header(&resp, "x-switchyard-attempts"), "3");
+    assert_eq!(header(&resp, "x-switchyard-hedged"), "true");
+    assert!(
+        elapsed >= Duration::from_millis(1000) && elapsed < Duration::from_millis(1020),
+        "a hedge at each delay: {elapsed:?}"
+    );
+    settle().await;
+    for outrun in &m[..2] {
+        let stats = outrun.stats();
+        assert_eq!(stats.cancelled, 1);
+    }
+    let text = metrics(&gw).await;
+    assert!(text.contains("switchyard_hedges_total{route=\"chat\",outcome=\"fired\"} 2"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn no_hedge_to_a_target_whose_breaker_is_open() {
     let m = mocks(2).await;
