@@ -96,11 +96,19 @@ pub(super) async fn serve(
     loop {
         // The next request's head, within `header_timeout` of its first byte (or of the
         // accept), `idle_timeout` of the last response, or until the drain.
+        // A read into an idle connection began a head; its deadline is marked only when the
+        // head is not whole after that read (a clock reading and two stores a request saved:
+        // most heads arrive in one read).
+        let mut head_begun = false;
         let next = poll_fn(|cx| loop {
             shutting_down = shutting_down || draining_now();
             if !conn.buf.is_empty() {
                 match parse(&conn.buf, &mut conn.fields, max_body) {
-                    Parse::Partial if conn.buf.len() < MAX_HEAD => {}
+                    Parse::Partial if conn.buf.len() < MAX_HEAD => {
+                        if std::mem::take(&mut head_begun) {
+                            state.head_begins();
+                        }
+                    }
                     Parse::Partial | Parse::Hyper => return Poll::Ready(Turn::Hyper),
                     Parse::Head(head) => return Poll::Ready(Turn::Head(head)),
                 }
@@ -112,9 +120,7 @@ pub(super) async fn serve(
             match conn.poll_fill(cx) {
                 Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Turn::End(Ended::Served)),
                 Poll::Ready(Ok(_)) => {
-                    if idle {
-                        state.head_begins();
-                    }
+                    head_begun = idle;
                     continue;
                 }
                 Poll::Pending => {}
