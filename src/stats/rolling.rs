@@ -24,7 +24,8 @@ impl Clock {
         }
     }
 
-    /// A `u64` division: a `u128` one is a call of ~40 instructions, twice a request.
+    /// A `u64` division: a `u128` one is a call of ~40 instructions, made each time a request
+    /// records in a window.
     fn epoch(&self, now: Instant) -> u64 {
         nanos(now.saturating_duration_since(self.origin)) / self.width_ns
     }

@@ -35,7 +35,7 @@ pub struct Forms {
 #[derive(Debug)]
 enum Client {
     /// An OpenAI client's request: the inner form, held as it is (a `OnceLock` set at once
-    /// cost its `Once`, and two copies of the request, ~150 instructions a request).
+    /// cost its `Once`, and two copies of the request, ~190 instructions a request).
     OpenAi(ChatRequest),
     /// A body of another dialect, which the canonical form is read from; the inner form is
     /// made from that on first use.

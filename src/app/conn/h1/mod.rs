@@ -94,12 +94,12 @@ pub(super) async fn serve(
     let mut armed = super::Armed::new(state);
     let mut timer = pin!(tokio::time::sleep_until(armed.at));
     loop {
-        // The next request's head, within `header_timeout` of its first byte (or of the
-        // accept), `idle_timeout` of the last response, or until the drain.
         // A read into an idle connection began a head; its deadline is marked only when the
         // head is not whole after that read (a clock reading and two stores a request saved:
         // most heads arrive in one read).
         let mut head_begun = false;
+        // The next request's head, within `header_timeout` of its first byte (or of the
+        // accept), `idle_timeout` of the last response, or until the drain.
         let next = poll_fn(|cx| loop {
             shutting_down = shutting_down || draining_now();
             if !conn.buf.is_empty() {
