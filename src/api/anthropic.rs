@@ -28,17 +28,17 @@ pub(super) async fn messages(
     request: axum::extract::Request,
 ) -> Answered {
     let started = Instant::now();
-    let id = request_id::new();
+    let mut id = request_id::new();
     let (parts, body) = request.into_parts();
     let query = parts.uri.query();
-    let answered = match serve(&state, &parts.headers, query, body, &id, started).await {
+    match serve(&state, &parts.headers, query, body, &mut id, started).await {
+        // Under `id`, taken by `respond`.
         Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            Answered::refused(err.into_dialect_response(Dialect::Anthropic))
+            Answered::refused(err.into_dialect_response(Dialect::Anthropic)).with_id(id)
         }
-    };
-    answered.with_id(id)
+    }
 }
 
 async fn serve(
@@ -46,7 +46,7 @@ async fn serve(
     h: &HeaderMap,
     query: Option<&str>,
     body: Body,
-    id: &str,
+    id: &mut String,
     started: Instant,
 ) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
@@ -65,5 +65,5 @@ async fn serve(
         client,
         minted: None,
     };
-    Ok(respond(state, edge, id, asked).await)
+    Ok(respond(state, edge, std::mem::take(id), asked).await)
 }

@@ -23,24 +23,24 @@ pub(super) async fn chat_completions(
     request: axum::extract::Request,
 ) -> Answered {
     let started = Instant::now();
-    let id = request_id::new();
+    let mut id = request_id::new();
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
-    let answered = match serve_chat(&state, &parts.headers, body, &id, started).await {
+    match serve_chat(&state, &parts.headers, body, &mut id, started).await {
+        // Under `id`, taken by `respond`.
         Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            Answered::refused(err.into_response())
+            Answered::refused(err.into_response()).with_id(id)
         }
-    };
-    answered.with_id(id)
+    }
 }
 
 async fn serve_chat(
     state: &AppState,
     h: &HeaderMap,
     body: Body,
-    id: &str,
+    id: &mut String,
     started: Instant,
 ) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
@@ -56,7 +56,7 @@ async fn serve_chat(
         client,
         minted: None,
     };
-    Ok(respond(state, edge, id, asked).await)
+    Ok(respond(state, edge, std::mem::take(id), asked).await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`

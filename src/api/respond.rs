@@ -224,9 +224,10 @@ pub(super) struct Asked {
     pub minted: Option<super::responses::Minted>,
 }
 
-/// Route, dispatch, audit and answer one request; an unknown model is answered (404) and
+/// Route, dispatch, audit and answer one request under request `id` (the answer carries it
+/// back: it is moved through the request, not copied); an unknown model is answered (404) and
 /// recorded here too.
-pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked) -> Answered {
+pub(super) async fn respond(state: &AppState, edge: Edge, id: String, asked: Asked) -> Answered {
     let Asked {
         dialect,
         model,
@@ -249,21 +250,21 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
         );
         audited::refused(
             &state.audit,
-            id,
+            &id,
             &model,
             stream,
             edge.client_key_id,
             &err,
             started,
         );
-        return Answered::refused(err.into_dialect_response(dialect));
+        return Answered::refused(err.into_dialect_response(dialect)).with_id(id);
     };
     // For the audit record, and where a route keeps conversations on one target.
     let session = (route.selection.affinity || state.audit.enabled())
         .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &forms));
     let trace = state.telemetry.trace(edge.traceparent);
     let req = Request {
-        id: id.to_owned(),
+        id,
         stream,
         client_wants_usage,
         failover: edge.failover,
@@ -383,10 +384,11 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: &str, asked: Asked
     if let Some(f) = finished {
         recorder.file(f, started.elapsed());
     }
+    drop(guard);
     Answered {
         response,
         stamp: Stamp {
-            request_id: String::new(),
+            request_id: req.id,
             content,
             target: served.map(|target| target.header.clone()),
             attempts,

@@ -212,23 +212,23 @@ pub(super) async fn create(
     request: axum::extract::Request,
 ) -> Answered {
     let started = Instant::now();
-    let id = request_id::new();
+    let mut id = request_id::new();
     let (parts, body) = request.into_parts();
-    let answered = match serve(&state, &parts.headers, body, &id, started).await {
+    match serve(&state, &parts.headers, body, &mut id, started).await {
+        // Under `id`, taken by `respond`.
         Ok(answered) => answered,
         Err(err) => {
             audited::refused(&state.audit, &id, "", false, None, &err, started);
-            Answered::refused(err.into_dialect_response(Dialect::Responses))
+            Answered::refused(err.into_dialect_response(Dialect::Responses)).with_id(id)
         }
-    };
-    answered.with_id(id)
+    }
 }
 
 async fn serve(
     state: &AppState,
     h: &HeaderMap,
     body: Body,
-    id: &str,
+    id: &mut String,
     started: Instant,
 ) -> Result<Answered, ApiError> {
     let edge = Edge::open(state, h, body, started).await?;
@@ -347,7 +347,7 @@ async fn serve(
         client,
         minted: Some(minted),
     };
-    Ok(respond(state, edge, id, asked).await)
+    Ok(respond(state, edge, std::mem::take(id), asked).await)
 }
 
 /// The client key of a request to the read endpoints (401 without a valid one under `[auth]`;
