@@ -65,5 +65,5 @@ async fn serve(
         client,
         minted: None,
     };
-    Ok(respond(state, edge, std::mem::take(id), asked).await)
+    Ok(respond(state, edge, id, asked).await)
 }

@@ -56,7 +56,7 @@ async fn serve_chat(
         client,
         minted: None,
     };
-    Ok(respond(state, edge, std::mem::take(id), asked).await)
+    Ok(respond(state, edge, id, asked).await)
 }
 
 /// `GET /v1/models`: the routes, in the OpenAI list shape (a client key needed when `[auth]`

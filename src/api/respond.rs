@@ -224,10 +224,15 @@ pub(super) struct Asked {
     pub minted: Option<super::responses::Minted>,
 }
 
-/// Route, dispatch, audit and answer one request under request `id` (the answer carries it
-/// back: it is moved through the request, not copied); an unknown model is answered (404) and
-/// recorded here too.
-pub(super) async fn respond(state: &AppState, edge: Edge, id: String, asked: Asked) -> Answered {
+/// Route, dispatch, audit and answer one request under request `id`, which it takes (the
+/// answer carries it: moved through the request, not copied); an unknown model is answered
+/// (404) and recorded here too.
+pub(super) async fn respond(
+    state: &AppState,
+    edge: Edge,
+    id: &mut String,
+    asked: Asked,
+) -> Answered {
     let Asked {
         dialect,
         model,
@@ -250,21 +255,21 @@ pub(super) async fn respond(state: &AppState, edge: Edge, id: String, asked: Ask
         );
         audited::refused(
             &state.audit,
-            &id,
+            id,
             &model,
             stream,
             edge.client_key_id,
             &err,
             started,
         );
-        return Answered::refused(err.into_dialect_response(dialect)).with_id(id);
+        return Answered::refused(err.into_dialect_response(dialect)).with_id(std::mem::take(id));
     };
     // For the audit record, and where a route keeps conversations on one target.
     let session = (route.selection.affinity || state.audit.enabled())
         .then(|| crate::wire::session::session(edge.session.as_ref(), dialect, &forms));
     let trace = state.telemetry.trace(edge.traceparent);
     let req = Request {
-        id,
+        id: std::mem::take(id),
         stream,
         client_wants_usage,
         failover: edge.failover,

@@ -347,7 +347,7 @@ async fn serve(
         client,
         minted: Some(minted),
     };
-    Ok(respond(state, edge, std::mem::take(id), asked).await)
+    Ok(respond(state, edge, id, asked).await)
 }
 
 /// The client key of a request to the read endpoints (401 without a valid one under `[auth]`;
