@@ -162,8 +162,7 @@ async fn three_attempts_race_at_once_and_the_two_outrun_are_cancelled() {
     );
     settle().await;
     for outrun in &m[..2] {
-        let stats = outrun.stats();
-        assert_eq!(stats.cancelled, 1);
+        assert_eq!(outrun.stats().cancelled, 1);
     }
     let text = metrics(&gw).await;
     assert!(text.contains("switchyard_hedges_total{route=\"chat\",outcome=\"fired\"} 2"));

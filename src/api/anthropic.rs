@@ -32,9 +32,11 @@ pub(super) async fn messages(
     let (parts, body) = request.into_parts();
     let query = parts.uri.query();
     match serve(&state, &parts.headers, query, body, &mut id, started).await {
-        // Under `id`, taken by `respond`.
+        // `respond` took the id; the answer carries it.
         Ok(answered) => answered,
+        // Refused before `respond`: the id is still here.
         Err(err) => {
+            debug_assert!(!id.is_empty());
             audited::refused(&state.audit, &id, "", false, None, &err, started);
             Answered::refused(err.into_dialect_response(Dialect::Anthropic)).with_id(id)
         }

@@ -27,9 +27,11 @@ pub(super) async fn chat_completions(
     // Taking the request whole moves its headers instead of cloning them.
     let (parts, body) = request.into_parts();
     match serve_chat(&state, &parts.headers, body, &mut id, started).await {
-        // Under `id`, taken by `respond`.
+        // `respond` took the id; the answer carries it.
         Ok(answered) => answered,
+        // Refused before `respond`: the id is still here.
         Err(err) => {
+            debug_assert!(!id.is_empty());
             audited::refused(&state.audit, &id, "", false, None, &err, started);
             Answered::refused(err.into_response()).with_id(id)
         }

@@ -389,6 +389,7 @@ pub(super) async fn respond(
     if let Some(f) = finished {
         recorder.file(f, started.elapsed());
     }
+    // The guard (its draft taken above) borrows the request, whose id the answer takes.
     drop(guard);
     Answered {
         response,

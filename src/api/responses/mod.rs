@@ -215,9 +215,11 @@ pub(super) async fn create(
     let mut id = request_id::new();
     let (parts, body) = request.into_parts();
     match serve(&state, &parts.headers, body, &mut id, started).await {
-        // Under `id`, taken by `respond`.
+        // `respond` took the id; the answer carries it.
         Ok(answered) => answered,
+        // Refused before `respond`: the id is still here.
         Err(err) => {
+            debug_assert!(!id.is_empty());
             audited::refused(&state.audit, &id, "", false, None, &err, started);
             Answered::refused(err.into_dialect_response(Dialect::Responses)).with_id(id)
         }
