@@ -129,11 +129,23 @@ pub struct StateParts {
 pub mod headers {
     use http::HeaderName;
 
-    pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-switchyard-request-id");
-    pub const TARGET: HeaderName = HeaderName::from_static("x-switchyard-target");
-    pub const ATTEMPTS: HeaderName = HeaderName::from_static("x-switchyard-attempts");
-    pub const HEDGED: HeaderName = HeaderName::from_static("x-switchyard-hedged");
-    pub const TURNS_DROPPED: HeaderName = HeaderName::from_static("x-switchyard-turns-dropped");
+    /// A field every answer may carry: its name, and its `name: ` for a head written by hand
+    /// (`api::stamp`, a constant copied in place), from the one literal.
+    macro_rules! answer_field {
+        ($name:ident, $line:ident, $text:literal) => {
+            pub const $name: HeaderName = HeaderName::from_static($text);
+            pub(crate) const $line: &[u8] = concat!($text, ": ").as_bytes();
+        };
+    }
+    answer_field!(REQUEST_ID, REQUEST_ID_LINE, "x-switchyard-request-id");
+    answer_field!(TARGET, TARGET_LINE, "x-switchyard-target");
+    answer_field!(ATTEMPTS, ATTEMPTS_LINE, "x-switchyard-attempts");
+    answer_field!(HEDGED, HEDGED_LINE, "x-switchyard-hedged");
+    answer_field!(
+        TURNS_DROPPED,
+        TURNS_DROPPED_LINE,
+        "x-switchyard-turns-dropped"
+    );
     pub const FAILOVER: HeaderName = HeaderName::from_static("x-switchyard-failover");
     pub const TIMEOUT: HeaderName = HeaderName::from_static("x-switchyard-timeout");
 

@@ -83,25 +83,21 @@ impl Stamp {
             ),
         }
         if let Some(target) = &self.target {
-            field(head, b"x-switchyard-target: ", target.as_bytes());
+            field(head, headers::TARGET_LINE, target.as_bytes());
         }
         let mut digits = itoa::Buffer::new();
         let attempts = digits.format(self.attempts).as_bytes();
-        field(head, b"x-switchyard-attempts: ", attempts);
+        field(head, headers::ATTEMPTS_LINE, attempts);
         if self.hedged {
-            field(head, b"x-switchyard-hedged: ", b"true");
+            field(head, headers::HEDGED_LINE, b"true");
         }
         if self.turns_dropped > 0 {
             let dropped = digits.format(self.turns_dropped).as_bytes();
-            field(head, b"x-switchyard-turns-dropped: ", dropped);
+            field(head, headers::TURNS_DROPPED_LINE, dropped);
         }
         if !self.request_id.is_empty() {
             debug_assert!(HeaderValue::from_str(&self.request_id).is_ok());
-            field(
-                head,
-                b"x-switchyard-request-id: ",
-                self.request_id.as_bytes(),
-            );
+            field(head, headers::REQUEST_ID_LINE, self.request_id.as_bytes());
         }
     }
 
@@ -150,9 +146,9 @@ fn count_value(n: usize) -> HeaderValue {
     }
 }
 
-/// `name: value\r\n` onto a head, its `name: ` a literal: copied as a constant, where a
-/// `HeaderName`'s bytes and the separator were two calls of `memcpy`
-/// (`tests::written_and_applied_say_the_same` checks each against its [`headers`] name).
+/// `name: value\r\n` onto a head, its `name: ` one of [`headers`]' `*_LINE` constants:
+/// copied as a constant, where a `HeaderName`'s bytes and the separator were two calls of
+/// `memcpy`.
 fn field(head: &mut Vec<u8>, name_colon: &'static [u8], value: &[u8]) {
     head.extend_from_slice(name_colon);
     head.extend_from_slice(value);
