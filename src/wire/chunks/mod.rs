@@ -194,7 +194,12 @@ pub struct ChunkTracker {
     /// event: emptied as each is read).
     last_text: String,
     capture_text: bool,
+    /// The stream's identity: an Anthropic or Responses stream's, as its first event gave it.
     meta: Option<ChunkMeta>,
+    /// An OpenAI stream's first chunk read, whose identity ([`ChunkMeta::read`]) is read only
+    /// when it is needed (an error tail, a continuation): reading it from every stream's first
+    /// chunk cost two strings and a box before the first chunk went out.
+    first: Option<Bytes>,
     /// Responses API: how far the stream got (boxed: other dialects never make one).
     responses: Option<Box<ResponsesProgress>>,
     /// The shape of the stream's most frequent events (OpenAI content chunks, Anthropic block
@@ -243,6 +248,7 @@ impl ChunkTracker {
             last_text: String::new(),
             capture_text: false,
             meta: None,
+            first: None,
             responses: None,
             shape: None,
             shapes: 0,
@@ -270,9 +276,17 @@ impl ChunkTracker {
         self.dialect
     }
 
+    /// The stream's identity, once seen: an OpenAI stream's from its first chunk read.
+    fn identity(&self) -> Option<ChunkMeta> {
+        match &self.first {
+            Some(first) => ChunkMeta::read(first),
+            None => self.meta.clone(),
+        }
+    }
+
     /// The stream's `id`, once seen.
-    pub fn stream_id(&self) -> Option<&str> {
-        self.meta.as_ref()?.id.as_deref()
+    pub fn stream_id(&self) -> Option<String> {
+        self.identity()?.id
     }
 
     /// Whether a continuation could take over here: no tool call and no reasoning under way.
@@ -297,12 +311,12 @@ impl ChunkTracker {
         if ev.data.as_ref() == DONE {
             return ChunkAction::Done;
         }
-        let (capture, meta) = (self.capture_text, self.meta.is_none());
+        let capture = self.capture_text;
         let shaped = match self.shape.as_deref() {
-            Some(Shaped::Chunk(shape)) if !meta => shape.read(&ev.data, capture),
+            Some(Shaped::Chunk(shape)) => shape.read(&ev.data, capture),
             _ => None,
         };
-        let read = shaped.or_else(|| self.scan(&ev.data, capture, meta));
+        let read = shaped.or_else(|| self.scan(&ev.data, capture));
         let Some(read) = read else {
             self.malformed += 1;
             return ChunkAction::Skip;
@@ -319,8 +333,8 @@ impl ChunkTracker {
         }
         self.content_chunks += read.content;
         self.finished |= read.finished;
-        if meta {
-            self.meta = read.meta.map(|m| *m);
+        if self.first.is_none() {
+            self.first = Some(ev.data.clone());
         }
         if let (false, Some(usage)) = (read.choices, read.usage) {
             self.usage_seen = true;
@@ -334,7 +348,8 @@ impl ChunkTracker {
 
     /// An Anthropic or Responses event: read by the stream's shape when it has one that reads
     /// it (`by_shape`), else whole (`whole`, serde_json); a shape made of what was read whole
-    /// (`shape_of`) while the stream makes shapes. `None`: not an event of the dialect.
+    /// (`shape_of`) while the stream makes shapes, once it has committed (see
+    /// [`ChunkTracker::scan`]). `None`: not an event of the dialect.
     fn read_event<'a, V>(
         &mut self,
         data: &'a [u8],
@@ -350,7 +365,7 @@ impl ChunkTracker {
             return Some(view);
         }
         let view = whole(data)?;
-        if self.shapes < MAX_SHAPES {
+        if self.committed && self.shapes < MAX_SHAPES {
             if let Some(shape) = shape_of(data, &view) {
                 self.shape = Some(Box::new(shape));
                 self.shapes += 1;
@@ -360,12 +375,14 @@ impl ChunkTracker {
     }
 
     /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
-    /// can be one and the stream makes shapes.
-    fn scan<'a>(&mut self, data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
-        let Some((read, sole)) = ChunkRead::scan_noting(data, capture, meta) else {
-            return ChunkRead::parse(data, capture, meta);
+    /// can be one and the stream makes shapes. Not before the stream's commit point: the events
+    /// up to its first content are on the way to the client's first chunk, which a shape
+    /// (made for the chunks after them) would only delay.
+    fn scan<'a>(&mut self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+        let Some((read, sole)) = ChunkRead::scan_noting(data, capture) else {
+            return ChunkRead::parse(data, capture);
         };
-        if !meta && self.shapes < MAX_SHAPES {
+        if self.committed && self.shapes < MAX_SHAPES {
             if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
                 self.shape = Some(Box::new(Shaped::Chunk(shape)));
                 self.shapes += 1;
@@ -416,7 +433,7 @@ impl ChunkTracker {
             Dialect::Responses => return vec![self.responses_failed(message)],
             Dialect::OpenAi | Dialect::Gemini => {}
         }
-        let meta = self.meta.clone().unwrap_or_default();
+        let meta = self.identity().unwrap_or_default();
         let finish = serde_json::json!({
             "id": meta.id,
             "object": "chat.completion.chunk",

@@ -14,13 +14,21 @@ use super::{ChunkMeta, Usage};
 use crate::wire::scan;
 
 impl ChunkMeta {
+    /// The identity of an OpenAI chunk (its `id`, `model` and `created`), read as serde_json
+    /// reads a [`ChunkMeta`]: `None` when one of them is not what it reads (a string, a whole
+    /// number, or `null`), or `data` is not a JSON object. Read only when a stream needs it (an
+    /// error tail, a continuation), not for every stream.
+    pub(super) fn read(data: &[u8]) -> Option<ChunkMeta> {
+        match scan::fields(data, ["id", "model", "created"]) {
+            Some(spans) => ChunkMeta::scan(data, spans),
+            None => serde_json::from_slice(data).ok(),
+        }
+    }
+
     /// The identity in a chunk the scanner accepted, from the spans of its `id`, `model` and
     /// `created`: `None` when one of them is not what [`ChunkMeta`] reads (a string, a whole
     /// number, or `null`), as serde_json would refuse it.
-    pub(super) fn scan(
-        data: &[u8],
-        [id, model, created]: [Option<Range<usize>>; 3],
-    ) -> Option<ChunkMeta> {
+    fn scan(data: &[u8], [id, model, created]: [Option<Range<usize>>; 3]) -> Option<ChunkMeta> {
         let text = |span| match scan::not_null(data, span) {
             None => Some(None),
             Some(span) => scan::text(data, span).map(|t| Some(t.into_owned())),
@@ -101,19 +109,14 @@ pub(super) struct ChunkRead<'a> {
     pub(super) text: Option<Cow<'a, str>>,
     /// The `usage` field, when not `null`: its counts, when they read as such.
     pub(super) usage: Option<Option<Usage>>,
-    /// The stream's identity, when asked for and the chunk has it in the form
-    /// [`ChunkMeta`] reads. Boxed: it is read from a stream's first chunk alone, and inline its
-    /// 64 bytes made every chunk's reading too large to move without a `memcpy` call (about 80
-    /// instructions a chunk, bench/instructions `STREAM=1`).
-    pub(super) meta: Option<Box<ChunkMeta>>,
 }
 
 impl<'a> ChunkRead<'a> {
     /// [`ChunkRead::scan_noting`] without the delta (what the tests and the fuzz target compare
     /// with [`ChunkRead::parse`]).
     #[cfg(any(test, fuzzing))]
-    pub(super) fn scan(data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
-        Self::scan_noting(data, capture, meta).map(|(read, _)| read)
+    pub(super) fn scan(data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+        Self::scan_noting(data, capture).map(|(read, _)| read)
     }
 
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
@@ -123,14 +126,13 @@ impl<'a> ChunkRead<'a> {
     pub(super) fn scan_noting(
         data: &'a [u8],
         capture: bool,
-        meta: bool,
     ) -> Option<(ChunkRead<'a>, Option<SoleDelta>)> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
         let mut sole = None;
-        let ([_, usage, error, id, model, created], choices) = scan::fields_and_items(
+        let ([_, usage, error], choices) = scan::fields_and_items(
             data,
-            ["choices", "usage", "error", "id", "model", "created"],
+            ["choices", "usage", "error"],
             0,
             ["delta", "finish_reason"],
             |[delta, finish]| {
@@ -180,18 +182,14 @@ impl<'a> ChunkRead<'a> {
         read.usage = given(usage).map(|u| {
             Usage::scan(data, u.clone()).or_else(|| serde_json::from_slice(&data[u]).ok())
         });
-        if meta {
-            read.meta = ChunkMeta::scan(data, [id, model, created]).map(Box::new);
-        }
         Some((read, sole))
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
-    pub(super) fn parse(data: &'a [u8], capture: bool, meta: bool) -> Option<ChunkRead<'a>> {
+    pub(super) fn parse(data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
         let view = serde_json::from_slice::<ChunkView<'_>>(data).ok()?;
         let mut read = ChunkRead {
             error: view.error.map(error_message),
-            meta: meta.then(|| serde_json::from_slice(data).ok()).flatten(),
             ..ChunkRead::default()
         };
         let choices = view.choices.unwrap_or_default();
@@ -287,20 +285,25 @@ impl ChunkShape {
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub fn fuzz_chunk_read(data: &[u8]) {
-    for (capture, meta) in [(false, false), (true, true)] {
-        if let Some(scanned) = ChunkRead::scan(data, capture, meta) {
+    for capture in [false, true] {
+        if let Some(scanned) = ChunkRead::scan(data, capture) {
             assert_eq!(
                 Some(scanned),
-                ChunkRead::parse(data, capture, meta),
+                ChunkRead::parse(data, capture),
                 "an OpenAI chunk"
             );
         }
     }
+    assert_eq!(
+        ChunkMeta::read(data),
+        serde_json::from_slice(data).ok(),
+        "a chunk's identity"
+    );
     // A chunk of a stream's shape reads as the scanner reads it: the first line the chunk the
     // shape is made of, the rest another chunk, and that chunk's bytes as the shape's text.
     let (first, rest) = data.split_at(data.iter().position(|&b| b == b'\n').unwrap_or(data.len()));
     let rest = rest.get(1..).unwrap_or_default();
-    let Some(shape) = ChunkRead::scan_noting(first, true, false)
+    let Some(shape) = ChunkRead::scan_noting(first, true)
         .and_then(|(read, sole)| ChunkShape::of(first, &read, sole?))
     else {
         return;
@@ -320,7 +323,7 @@ pub fn fuzz_chunk_read(data: &[u8]) {
             if let Some(read) = shape.read(chunk, capture) {
                 assert_eq!(
                     Some(read),
-                    ChunkRead::scan(chunk, capture, false),
+                    ChunkRead::scan(chunk, capture),
                     "a chunk of the shape"
                 );
             }

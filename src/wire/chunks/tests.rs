@@ -39,15 +39,17 @@ fn a_chunk_scanned_reads_as_serde_json_reads_it() {
         r#"{"model":"\ud800","choices":[]}"#,
     ];
     for chunk in chunks {
-        for (capture, meta) in [(false, false), (true, false), (false, true)] {
-            let scanned = ChunkRead::scan(chunk.as_bytes(), capture, meta);
+        for capture in [false, true] {
+            let scanned = ChunkRead::scan(chunk.as_bytes(), capture);
             let scanned = scanned.unwrap_or_else(|| panic!("not scanned: {chunk}"));
-            let parsed = ChunkRead::parse(chunk.as_bytes(), capture, meta);
+            let parsed = ChunkRead::parse(chunk.as_bytes(), capture);
             assert_eq!(Some(scanned), parsed, "{chunk}");
         }
+        let identity = serde_json::from_str::<ChunkMeta>(chunk).ok();
+        assert_eq!(ChunkMeta::read(chunk.as_bytes()), identity, "{chunk}");
     }
-    // The identity is read when asked for, and only in the form serde_json reads.
-    let meta = |chunk: &str| ChunkRead::scan(chunk.as_bytes(), false, true).unwrap().meta;
+    // The identity is read only in the form serde_json reads.
+    let meta = |chunk: &str| ChunkMeta::read(chunk.as_bytes());
     let first = meta(chunks[0]).unwrap();
     assert_eq!(
         (first.id.as_deref(), first.model.as_deref(), first.created),
@@ -55,12 +57,6 @@ fn a_chunk_scanned_reads_as_serde_json_reads_it() {
     );
     assert_eq!(meta(chunks[14]).unwrap().model.as_deref(), Some("\u{e9}"));
     assert!(chunks[15..].iter().all(|c| meta(c).is_none()));
-    assert_eq!(
-        ChunkRead::scan(chunks[0].as_bytes(), false, false)
-            .unwrap()
-            .meta,
-        None
-    );
     // What the scan leaves to serde_json: read the same, or refused.
     let unusual = [
         r#"{"choices":null}"#,
@@ -73,15 +69,11 @@ fn a_chunk_scanned_reads_as_serde_json_reads_it() {
         r#"[null,null,null]"#,
     ];
     for chunk in unusual {
-        assert_eq!(
-            ChunkRead::scan(chunk.as_bytes(), true, true),
-            None,
-            "{chunk}"
-        );
+        assert_eq!(ChunkRead::scan(chunk.as_bytes(), true), None, "{chunk}");
     }
-    let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true, true).is_none();
+    let refused = |c: &str| ChunkRead::parse(c.as_bytes(), true).is_none();
     assert!(refused(unusual[1]) && refused(unusual[2]) && refused(unusual[3]));
-    let stop = ChunkRead::parse(unusual[4].as_bytes(), true, true).unwrap();
+    let stop = ChunkRead::parse(unusual[4].as_bytes(), true).unwrap();
     assert!(stop.finished);
 }
 
@@ -99,15 +91,15 @@ fn a_usage_chunk_scanned_reads_as_serde_json_reads_it() {
         r#"[3]"#,
     ] {
         let chunk = format!(r#"{{"choices":[],"usage":{usage}}}"#);
-        let scanned = ChunkRead::scan(chunk.as_bytes(), false, false);
+        let scanned = ChunkRead::scan(chunk.as_bytes(), false);
         assert_eq!(
             scanned,
-            ChunkRead::parse(chunk.as_bytes(), false, false),
+            ChunkRead::parse(chunk.as_bytes(), false),
             "{chunk}"
         );
     }
     let chunk = r#"{"choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":1024,"cache_write_tokens":100}}}"#;
-    let read = ChunkRead::scan(chunk.as_bytes(), false, false).unwrap();
+    let read = ChunkRead::scan(chunk.as_bytes(), false).unwrap();
     let expected = Usage {
         cache_read_tokens: 1024,
         cache_write_tokens: 100,
@@ -186,19 +178,27 @@ fn errors_done_and_garbage() {
 #[test]
 fn error_tail_says_incomplete() {
     let mut t = ChunkTracker::new(false);
+    // The identity is the first chunk's that was read (a malformed one is not read).
+    t.on_event(&ev(r#"{"id":"c0","choices":["#));
     t.on_event(&ev(
         r#"{"id":"c9","model":"m1","created":5,"choices":[{"index":0,"delta":{"content":"x"}}]}"#,
     ));
+    t.on_event(&ev(
+        r#"{"id":"c10","model":"m2","created":6,"choices":[{"index":0,"delta":{"content":"y"}}]}"#,
+    ));
+    assert_eq!(t.stream_id().as_deref(), Some("c9"));
     let [finish, error] = <[Bytes; 2]>::try_from(t.error_tail("broken")).unwrap();
     let finish = std::str::from_utf8(&finish).unwrap_or_default();
     assert!(finish.contains(r#""finish_reason":"error""#) && finish.contains(r#""id":"c9""#));
+    assert!(finish.contains(r#""model":"m1""#) && finish.contains(r#""created":5"#));
     assert!(std::str::from_utf8(&error)
         .unwrap_or_default()
         .contains("stream_interrupted"));
 }
 
-/// A stream's chunks alike but for their values are read by the shape of the first content
-/// chunk, each as a whole reading reads it; a chunk of another shape is read whole.
+/// A stream's chunks alike but for their values are read by the shape of the first chunk
+/// after its commit point, each as a whole reading reads it; a chunk of another shape is read
+/// whole.
 #[test]
 fn chunks_of_one_shape_read_as_whole_ones() {
     let chunk = |text: &str, extra: &str| {
@@ -246,10 +246,14 @@ fn chunks_of_one_shape_read_as_whole_ones() {
         assert_eq!(whole.shapes, MAX_SHAPES);
         assert!(whole.shape.is_none());
     }
-    // The shape made of the first text chunk reads the later ones (but the broken one).
+    // No shape is made before the commit point (the first text): the chunks up to it are
+    // read whole. The shape made of the next text chunk reads the later ones (but the broken
+    // one).
     let mut t = ChunkTracker::new(false);
     t.on_event(&ev(&stream[0]));
     t.on_event(&ev(&stream[1]));
+    assert!(t.committed && t.shape.is_none() && t.shapes == 0);
+    t.on_event(&ev(&stream[2]));
     let Some(Shaped::Chunk(shape)) = t.shape.as_deref() else {
         panic!("no shape made");
     };

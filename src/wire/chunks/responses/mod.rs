@@ -251,7 +251,7 @@ mod tests {
             forwarded(t.on_event(&ev(created))),
             format!("event: response.created\ndata: {created}\n\n")
         );
-        assert_eq!(t.stream_id(), Some("resp_1"));
+        assert_eq!(t.stream_id().as_deref(), Some("resp_1"));
         let added = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#;
         t.on_event(&ev(added));
         let part = r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}"#;
@@ -322,7 +322,7 @@ mod tests {
         assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
     }
 
-    /// A stream's text deltas are read by the shape of the first, each as serde_json reads it;
+    /// A stream's text deltas are read by the shape of the first after the commit point, each as serde_json reads it;
     /// one whose type, numbers or texts the view would read otherwise is read whole.
     #[test]
     fn text_deltas_of_one_shape_read_as_whole_ones() {
@@ -365,9 +365,10 @@ mod tests {
             );
             assert!(whole.shape.is_none());
         }
-        // The shape made of the first delta reads those whose view reads alike.
+        // The shape made of the first delta after the commit point (the first text) reads those
+        // whose view reads alike.
         let mut t = ChunkTracker::for_dialect(Dialect::Responses, true);
-        for event in &stream[..3] {
+        for event in &stream[..4] {
             t.on_event(&ev(event));
         }
         let Some(Shaped::TextDelta(shape)) = t.shape.as_deref() else {
