@@ -336,7 +336,8 @@ pub async fn call_stream(
         }
         // Bounded lines and events: one over the bound reads as an in-band error.
         let mut decoder = SseDecoder::counting(target.limits.sse_event.clone());
-        let mut tracker = ChunkTracker::for_dialect(dialect, client_wants_usage);
+        let mut tracker =
+            ChunkTracker::for_dialect(dialect, client_wants_usage).learning(&target.shapes);
         tracker.set_capture(capture);
         let mut head = Vec::new();
         let mut head_text = String::new();

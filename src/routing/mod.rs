@@ -243,6 +243,8 @@ pub struct Target {
     pub limits: LimitCounters,
     /// An adaptive route names this target: its answers' rate-limit headers are read.
     pub watch_limits: bool,
+    /// The shapes its streams' events were last read by: the next stream starts with them.
+    pub shapes: Arc<crate::wire::chunks::LearnedShapes>,
     origin: Instant,
     /// Milliseconds after `origin` until which a 429's `Retry-After` parks this target; 0: never.
     parked_until_ms: AtomicU64,
@@ -358,6 +360,7 @@ impl Routing {
                     max_response_body: shared.max_response_body,
                     limits: shared.limits.clone(),
                     watch_limits,
+                    shapes: Arc::default(),
                     origin,
                     parked_until_ms: AtomicU64::new(0),
                 });

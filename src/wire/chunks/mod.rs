@@ -11,6 +11,9 @@ mod fields;
 mod openai;
 mod responses;
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use serde::Deserialize;
 
@@ -204,10 +207,35 @@ pub struct ChunkTracker {
     responses: Option<Box<ResponsesProgress>>,
     /// The shape of the stream's most frequent events (OpenAI content chunks, Anthropic block
     /// deltas, Responses text deltas), from one read whole; later events of that shape are read by it.
-    shape: Option<Box<Shaped>>,
+    shape: Option<Arc<Shaped>>,
     /// Shapes made: a stream whose chunks keep changing shape stops making them at
     /// [`MAX_SHAPES`] (each costs a second reading of its chunk).
     shapes: u8,
+    /// Where the stream's target keeps the shape its streams' events were last read by: this
+    /// stream started with it, and offers it the first shape it makes ([`ChunkTracker::learning`]).
+    learned: Option<Arc<LearnedShapes>>,
+    /// OpenAI chunks read whole (not by a shape).
+    #[cfg(test)]
+    wholes: u32,
+}
+
+/// The shape a target's streams' events were last read by, for each dialect a tracker reads
+/// (OpenAI chunks, Anthropic events, Responses API events). A target's streams are written
+/// alike, so the next stream starts with the shape the last one made and reads its first
+/// content by it, where it would read it whole and make the shape again from the content after
+/// it. A shape reads only what it fits, as the scanner would read it, so one that does not fit
+/// a stream costs a failed comparison and the stream makes its own (which it then offers here).
+#[derive(Debug, Default)]
+pub struct LearnedShapes([ArcSwapOption<Shaped>; 3]);
+
+impl LearnedShapes {
+    fn slot(&self, dialect: Dialect) -> &ArcSwapOption<Shaped> {
+        &self.0[match dialect {
+            Dialect::Anthropic => 1,
+            Dialect::Responses => 2,
+            Dialect::OpenAi | Dialect::Gemini => 0,
+        }]
+    }
 }
 
 /// What a stream's most frequent events are read by ([`crate::wire::scan::Shape`]).
@@ -252,7 +280,29 @@ impl ChunkTracker {
             responses: None,
             shape: None,
             shapes: 0,
+            learned: None,
+            #[cfg(test)]
+            wholes: 0,
         }
+    }
+
+    /// The tracker starting with the shape `learned` holds for its dialect (the last one a
+    /// stream of the same target made), and offering it the first shape it makes.
+    pub fn learning(mut self, learned: &Arc<LearnedShapes>) -> Self {
+        self.shape = learned.slot(self.dialect).load_full();
+        self.learned = Some(Arc::clone(learned));
+        self
+    }
+
+    /// `shape` made of an event read whole: the stream's shape from now on, and, when it is the
+    /// first the stream made, the one its target's next stream starts with.
+    fn made(&mut self, shape: Shaped) {
+        let shape = Arc::new(shape);
+        if let (0, Some(learned)) = (self.shapes, &self.learned) {
+            learned.slot(self.dialect).store(Some(Arc::clone(&shape)));
+        }
+        self.shape = Some(shape);
+        self.shapes += 1;
     }
 
     /// Keep each event's text in `last_text` (for mid-stream continuation).
@@ -367,8 +417,7 @@ impl ChunkTracker {
         let view = whole(data)?;
         if self.committed && self.shapes < MAX_SHAPES {
             if let Some(shape) = shape_of(data, &view) {
-                self.shape = Some(Box::new(shape));
-                self.shapes += 1;
+                self.made(shape);
             }
         }
         Some(view)
@@ -379,13 +428,16 @@ impl ChunkTracker {
     /// up to its first content are on the way to the client's first chunk, which a shape
     /// (made for the chunks after them) would only delay.
     fn scan<'a>(&mut self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+        #[cfg(test)]
+        {
+            self.wholes += 1;
+        }
         let Some((read, sole)) = ChunkRead::scan_noting(data, capture) else {
             return ChunkRead::parse(data, capture);
         };
         if self.committed && self.shapes < MAX_SHAPES {
             if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
-                self.shape = Some(Box::new(Shaped::Chunk(shape)));
-                self.shapes += 1;
+                self.made(Shaped::Chunk(shape));
             }
         }
         Some(read)
