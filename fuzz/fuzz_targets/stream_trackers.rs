@@ -3,17 +3,24 @@
 //! stream passed through) and where the bytes are split into reads; the SSE decoder frames
 //! events (the same wherever the reads split the bytes, and whether a read is kept as it came
 //! or copied; an event kept as it came is what the gateway would write for it) and the chunk
-//! tracker classifies each (by its stream's shape as it would read each whole). Also the same
-//! bytes as an Anthropic or a Responses client's body for pass-through: a JSON object must stay
-//! one with the target's model spliced in.
+//! tracker classifies each (by its stream's shape as it would read each whole, starting with
+//! the shapes earlier inputs made, as a target's next stream starts with its last ones'). Also
+//! the same bytes as an Anthropic or a Responses client's body for pass-through: a JSON object
+//! must stay one with the target's model spliced in.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchyard::canonical::Dialect;
-use switchyard::wire::chunks::ChunkTracker;
+use std::sync::{Arc, LazyLock};
+
+use switchyard::wire::chunks::{ChunkTracker, LearnedShapes};
 use switchyard::wire::client::Head;
 use switchyard::wire::sse::{encode_data, encode_event, SseDecoder};
 use switchyard::wire::ClientWire;
+
+/// The shapes the inputs' streams made, kept from one input to the next as a target keeps its
+/// streams'.
+static LEARNED: LazyLock<Arc<LearnedShapes>> = LazyLock::new(Arc::default);
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, stream)) = data.split_first() else {
@@ -24,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
         2 => Dialect::Responses,
         _ => Dialect::Anthropic,
     };
-    let mut tracker = ChunkTracker::for_dialect(dialect, pick & 4 == 0);
+    let mut tracker = ChunkTracker::for_dialect(dialect, pick & 4 == 0).learning(&LEARNED);
     tracker.set_capture(pick & 8 == 0);
     // Every chunk read whole: what reading chunks by their stream's shape must equal.
     let mut whole = ChunkTracker::for_dialect(dialect, pick & 4 == 0).without_shapes();

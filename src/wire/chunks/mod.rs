@@ -220,17 +220,23 @@ pub struct ChunkTracker {
 }
 
 /// The shape a target's streams' events were last read by, for each dialect a tracker reads
-/// (OpenAI chunks, Anthropic events, Responses API events). A target's streams are written
-/// alike, so the next stream starts with the shape the last one made and reads its first
-/// content by it, where it would read it whole and make the shape again from the content after
-/// it. A shape reads only what it fits, as the scanner would read it, so one that does not fit
-/// a stream costs a failed comparison and the stream makes its own (which it then offers here).
+/// (OpenAI chunks, Anthropic events, Responses API events), and the shape of its OpenAI
+/// streams' first chunks. A target's streams are written alike, so the next stream starts with
+/// the shape the last one made and reads its first content by it (and its first chunk by the
+/// opening one), where it would read them whole and make the shape again from the content after
+/// them. A shape reads only what it fits, as the scanner would read it, so one that does not
+/// fit a stream costs a failed comparison and the stream makes its own (which it then offers
+/// here).
 #[derive(Debug, Default)]
-pub struct LearnedShapes([ArcSwapOption<Shaped>; 3]);
+pub struct LearnedShapes {
+    by_dialect: [ArcSwapOption<Shaped>; 3],
+    /// The shape of an OpenAI stream's first chunk ([`ChunkTracker::open`]).
+    opening: ArcSwapOption<Shaped>,
+}
 
 impl LearnedShapes {
     fn slot(&self, dialect: Dialect) -> &ArcSwapOption<Shaped> {
-        &self.0[match dialect {
+        &self.by_dialect[match dialect {
             Dialect::Anthropic => 1,
             Dialect::Responses => 2,
             Dialect::OpenAi | Dialect::Gemini => 0,
@@ -366,7 +372,11 @@ impl ChunkTracker {
             Some(Shaped::Chunk(shape)) => shape.read(&ev.data, capture),
             _ => None,
         };
-        let read = shaped.or_else(|| self.scan(&ev.data, capture));
+        let read = match shaped {
+            Some(read) => Some(read),
+            None if self.first.is_none() => self.open(&ev.data, capture),
+            None => self.scan(&ev.data, capture, false),
+        };
         let Some(read) = read else {
             self.malformed += 1;
             return ChunkAction::Skip;
@@ -427,7 +437,9 @@ impl ChunkTracker {
     /// can be one and the stream makes shapes. Not before the stream's commit point: the events
     /// up to its first content are on the way to the client's first chunk, which a shape
     /// (made for the chunks after them) would only delay.
-    fn scan<'a>(&mut self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+    /// `opening`: the stream's first chunk, whose shape (when it can be one) is kept on the
+    /// target as its streams' opening ([`ChunkTracker::open`]), not made the stream's shape.
+    fn scan<'a>(&mut self, data: &'a [u8], capture: bool, opening: bool) -> Option<ChunkRead<'a>> {
         #[cfg(test)]
         {
             self.wholes += 1;
@@ -435,12 +447,31 @@ impl ChunkTracker {
         let Some((read, sole)) = ChunkRead::scan_noting(data, capture) else {
             return ChunkRead::parse(data, capture);
         };
-        if self.committed && self.shapes < MAX_SHAPES {
+        if let (true, Some(learned)) = (opening, &self.learned) {
+            if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
+                learned.opening.store(Some(Arc::new(Shaped::Chunk(shape))));
+            }
+        } else if self.committed && self.shapes < MAX_SHAPES {
             if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
                 self.made(Shaped::Chunk(shape));
             }
         }
         Some(read)
+    }
+
+    /// An OpenAI stream's first chunk (most often a role-only one, before the first content):
+    /// read by the shape of its target's streams' first chunks when it fits, else whole, its
+    /// shape then kept in place of the one that did not fit. Made before the commit point, as
+    /// no other shape is, but once for a target's streams, not once a stream.
+    fn open<'a>(&mut self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+        if let Some(learned) = &self.learned {
+            if let Some(Shaped::Chunk(shape)) = learned.opening.load().as_deref() {
+                if let Some(read) = shape.read(data, capture) {
+                    return Some(read);
+                }
+            }
+        }
+        self.scan(data, capture, true)
     }
 
     /// Read every chunk whole, making no shape: what a shaped reading must equal (the

@@ -263,11 +263,12 @@ fn chunks_of_one_shape_read_as_whole_ones() {
     }
 }
 
-/// A target's next stream starts with the shape its last stream made: its first content is
-/// read by it (only the chunks it does not fit are read whole), as a whole reading reads it.
-/// A stream it does not fit makes its own, which the next stream then starts with.
+/// A target's next stream starts with the shapes its last streams made: its first chunk is
+/// read by the shape of their first chunks, its first content (the commit point) and the rest
+/// by the shape of their content, each as a whole reading reads it. A stream they do not fit
+/// makes its own, which the next stream then starts with.
 #[test]
-fn a_stream_starts_with_the_shape_its_target_s_last_stream_made() {
+fn a_stream_starts_with_the_shapes_its_target_s_last_streams_made() {
     let learned = Arc::new(LearnedShapes::default());
     let role = |id: &str| {
         format!(
@@ -279,7 +280,15 @@ fn a_stream_starts_with_the_shape_its_target_s_last_stream_made() {
             r#"{{"id":"{id}","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
         )
     };
-    // The first stream: nothing learned. Its shape is made after the commit point, and kept.
+    let kept = |learned: &LearnedShapes| {
+        let main = learned.slot(Dialect::OpenAi).load_full();
+        (
+            main.expect("a shape kept"),
+            learned.opening.load_full().expect("an opening kept"),
+        )
+    };
+    // The first stream: nothing kept. Its first chunk's shape is kept as the opening, its
+    // content's is made after the commit point and kept.
     let mut first = ChunkTracker::new(false).learning(&learned);
     for chunk in [
         role("a"),
@@ -290,12 +299,8 @@ fn a_stream_starts_with_the_shape_its_target_s_last_stream_made() {
         first.on_event(&ev(&chunk));
     }
     assert_eq!((first.wholes, first.shapes), (3, 1));
-    let made = learned
-        .slot(Dialect::OpenAi)
-        .load_full()
-        .expect("a shape kept");
-    // The next: its role chunk is read whole, its first content (the commit point) and the
-    // rest by the shape kept, each as a whole reading reads it; no shape made.
+    let (main, opening) = kept(&learned);
+    // The next: nothing read whole, no shape made.
     let mut next = ChunkTracker::new(false).learning(&learned);
     let mut whole = ChunkTracker::new(false).without_shapes();
     for chunk in [role("b"), text("b", "Yo"), text("b", "!")] {
@@ -303,18 +308,21 @@ fn a_stream_starts_with_the_shape_its_target_s_last_stream_made() {
         assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
         assert_eq!(next.observed(), whole.observed(), "{chunk}");
     }
-    assert_eq!((next.wholes, next.shapes), (1, 0));
-    assert!(next.committed && Arc::ptr_eq(next.shape.as_ref().unwrap(), &made));
+    assert_eq!((next.wholes, next.shapes), (0, 0));
+    assert!(next.committed && Arc::ptr_eq(next.shape.as_ref().unwrap(), &main));
     assert_eq!(next.stream_id().as_deref(), Some("b"));
-    // A stream the kept shape does not fit: read whole, and its own shape kept instead.
+    let (same_main, same_opening) = kept(&learned);
+    assert!(Arc::ptr_eq(&same_main, &main) && Arc::ptr_eq(&same_opening, &opening));
+    // A stream they do not fit: read whole, and its own shapes kept instead.
     let other = |text: &str| format!(r#"{{"choices":[{{"delta":{{"content":"{text}"}}}}]}}"#);
     let mut third = ChunkTracker::new(false).learning(&learned);
     for chunk in [other("1"), other("2"), other("3")] {
         third.on_event(&ev(&chunk));
     }
     assert_eq!((third.wholes, third.shapes), (2, 1));
-    let kept = learned.slot(Dialect::OpenAi).load_full().unwrap();
-    assert!(!Arc::ptr_eq(&kept, &made) && Arc::ptr_eq(third.shape.as_ref().unwrap(), &kept));
+    let (new_main, new_opening) = kept(&learned);
+    assert!(!Arc::ptr_eq(&new_main, &main) && !Arc::ptr_eq(&new_opening, &opening));
+    assert!(Arc::ptr_eq(third.shape.as_ref().unwrap(), &new_main));
     // Each dialect keeps its own.
     assert!(learned.slot(Dialect::Anthropic).load().is_none());
 }
