@@ -47,6 +47,27 @@ async fn a_healthy_stream_passes_through_whole() {
     assert_eq!(sent["model"], "model-0");
 }
 
+/// A target keeps the shapes its stream's chunks were read by, for its next stream to start
+/// with, and that stream reads as the first did.
+#[tokio::test]
+async fn a_target_keeps_its_streams_shapes_for_the_next() {
+    let m = mocks(1).await;
+    let state = build(&config(&m, ""));
+    let gw = Gateway::serve(state.clone(), None).await;
+    let kept = || {
+        let routing = state.routing.load();
+        let target = routing.target("p0/model-0").expect("the target");
+        target.shapes.holds(switchyard::canonical::Dialect::OpenAi)
+    };
+    assert!(!kept());
+    let (_, first) = stream(&gw, chat_body(true)).await;
+    assert!(kept(), "the first stream's shapes kept");
+    let (_, next) = stream(&gw, chat_body(true)).await;
+    assert_eq!(stream_text(&next), stream_text(&first));
+    assert_eq!(stream_text(&next), canonical_text(12, 0));
+    assert!(done(&next));
+}
+
 #[tokio::test]
 async fn the_usage_chunk_is_kept_when_asked_for() {
     let m = mocks(1).await;

@@ -235,6 +235,13 @@ pub struct LearnedShapes {
 }
 
 impl LearnedShapes {
+    /// Whether a shape of `dialect`'s events is kept (for an OpenAI stream, its first chunk's
+    /// too).
+    pub fn holds(&self, dialect: Dialect) -> bool {
+        let opening = dialect != Dialect::OpenAi || self.opening.load().is_some();
+        opening && self.slot(dialect).load().is_some()
+    }
+
     fn slot(&self, dialect: Dialect) -> &ArcSwapOption<Shaped> {
         &self.by_dialect[match dialect {
             Dialect::Anthropic => 1,
