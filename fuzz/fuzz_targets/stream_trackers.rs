@@ -9,10 +9,10 @@
 //! must stay one with the target's model spliced in.
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use switchyard::canonical::Dialect;
 use std::sync::{Arc, LazyLock};
 
+use libfuzzer_sys::fuzz_target;
+use switchyard::canonical::Dialect;
 use switchyard::wire::chunks::{ChunkTracker, LearnedShapes};
 use switchyard::wire::client::Head;
 use switchyard::wire::sse::{encode_data, encode_event, SseDecoder};

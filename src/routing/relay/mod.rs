@@ -181,7 +181,7 @@ impl Relay {
                     }
                     Some(_) => {
                         let data = decode_data(&bytes);
-                        let id = self.tracker.stream_id();
+                        let id = self.tracker.stream_id().map(str::to_owned);
                         let cont = self.ctx.continuation.as_mut()?;
                         match cont.splicer.transform(&data, id.as_deref(), &self.sent) {
                             Ok(Some((b, added))) => {

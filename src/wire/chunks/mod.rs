@@ -11,7 +11,7 @@ mod fields;
 mod openai;
 mod responses;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
@@ -200,13 +200,16 @@ pub struct ChunkTracker {
     /// The stream's identity: an Anthropic or Responses stream's, as its first event gave it.
     meta: Option<ChunkMeta>,
     /// An OpenAI stream's first chunk read, whose identity ([`ChunkMeta::read`]) is read only
-    /// when it is needed (an error tail, a continuation): reading it from every stream's first
-    /// chunk cost two strings and a box before the first chunk went out.
+    /// when it is needed (an error tail, a continuation), and then once (`identity`): reading
+    /// it from every stream's first chunk cost two strings and a box before the first chunk
+    /// went out.
     first: Option<Bytes>,
+    identity: OnceLock<Option<Box<ChunkMeta>>>,
     /// Responses API: how far the stream got (boxed: other dialects never make one).
     responses: Option<Box<ResponsesProgress>>,
     /// The shape of the stream's most frequent events (OpenAI content chunks, Anthropic block
-    /// deltas, Responses text deltas), from one read whole; later events of that shape are read by it.
+    /// deltas, Responses text deltas), from one read whole (or its target's last stream's);
+    /// later events of that shape are read by it.
     shape: Option<Arc<Shaped>>,
     /// Shapes made: a stream whose chunks keep changing shape stops making them at
     /// [`MAX_SHAPES`] (each costs a second reading of its chunk).
@@ -290,6 +293,7 @@ impl ChunkTracker {
             capture_text: false,
             meta: None,
             first: None,
+            identity: OnceLock::new(),
             responses: None,
             shape: None,
             shapes: 0,
@@ -340,16 +344,18 @@ impl ChunkTracker {
     }
 
     /// The stream's identity, once seen: an OpenAI stream's from its first chunk read.
-    fn identity(&self) -> Option<ChunkMeta> {
+    fn identity(&self) -> Option<&ChunkMeta> {
         match &self.first {
-            Some(first) => ChunkMeta::read(first),
-            None => self.meta.clone(),
+            Some(first) => (self.identity)
+                .get_or_init(|| ChunkMeta::read(first).map(Box::new))
+                .as_deref(),
+            None => self.meta.as_ref(),
         }
     }
 
     /// The stream's `id`, once seen.
-    pub fn stream_id(&self) -> Option<String> {
-        self.identity()?.id
+    pub fn stream_id(&self) -> Option<&str> {
+        self.identity()?.id.as_deref()
     }
 
     /// Whether a continuation could take over here: no tool call and no reasoning under way.
@@ -523,7 +529,7 @@ impl ChunkTracker {
             Dialect::Responses => return vec![self.responses_failed(message)],
             Dialect::OpenAi | Dialect::Gemini => {}
         }
-        let meta = self.identity().unwrap_or_default();
+        let meta = self.identity().cloned().unwrap_or_default();
         let finish = serde_json::json!({
             "id": meta.id,
             "object": "chat.completion.chunk",

@@ -186,7 +186,7 @@ fn error_tail_says_incomplete() {
     t.on_event(&ev(
         r#"{"id":"c10","model":"m2","created":6,"choices":[{"index":0,"delta":{"content":"y"}}]}"#,
     ));
-    assert_eq!(t.stream_id().as_deref(), Some("c9"));
+    assert_eq!(t.stream_id(), Some("c9"));
     let [finish, error] = <[Bytes; 2]>::try_from(t.error_tail("broken")).unwrap();
     let finish = std::str::from_utf8(&finish).unwrap_or_default();
     assert!(finish.contains(r#""finish_reason":"error""#) && finish.contains(r#""id":"c9""#));
@@ -310,7 +310,7 @@ fn a_stream_starts_with_the_shapes_its_target_s_last_streams_made() {
     }
     assert_eq!((next.wholes, next.shapes), (0, 0));
     assert!(next.committed && Arc::ptr_eq(next.shape.as_ref().unwrap(), &main));
-    assert_eq!(next.stream_id().as_deref(), Some("b"));
+    assert_eq!(next.stream_id(), Some("b"));
     let (same_main, same_opening) = kept(&learned);
     assert!(Arc::ptr_eq(&same_main, &main) && Arc::ptr_eq(&same_opening, &opening));
     // A stream they do not fit: read whole, and its own shapes kept instead.

@@ -18,7 +18,7 @@ fn events_go_on_as_they_came_and_the_state_follows() {
         forwarded(t.on_event(&ev("message_start", start))),
         format!("event: message_start\ndata: {start}\n\n")
     );
-    assert_eq!(t.stream_id().as_deref(), Some("msg_1"));
+    assert_eq!(t.stream_id(), Some("msg_1"));
     let thinking = r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#;
     t.on_event(&ev("content_block_start", thinking));
     assert!(!t.committed && !t.resumable());
@@ -102,8 +102,9 @@ fn tool_use_commits_and_errors_are_reported() {
     assert!(matches!(t.on_event(&ev("x", "{nope")), ChunkAction::Skip));
 }
 
-/// A stream's block deltas are read by the shape of the first after the commit point, each as serde_json reads it;
-/// one whose type, index or texts the view would read otherwise is read whole.
+/// A stream's block deltas are read by the shape of the first after the commit point, each as
+/// serde_json reads it; one whose type, index or texts the view would read otherwise is read
+/// whole.
 #[test]
 fn block_deltas_of_one_shape_read_as_whole_ones() {
     let delta = |index: &str, text: &str| {
@@ -241,5 +242,5 @@ fn a_message_is_read_in_its_events_pass() {
         Some("message_start".to_owned()),
         Bytes::from_static(plain),
     ));
-    assert_eq!(t.stream_id().as_deref(), Some("msg_1"));
+    assert_eq!(t.stream_id(), Some("msg_1"));
 }

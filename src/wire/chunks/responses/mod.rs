@@ -251,7 +251,7 @@ mod tests {
             forwarded(t.on_event(&ev(created))),
             format!("event: response.created\ndata: {created}\n\n")
         );
-        assert_eq!(t.stream_id().as_deref(), Some("resp_1"));
+        assert_eq!(t.stream_id(), Some("resp_1"));
         let added = r#"{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#;
         t.on_event(&ev(added));
         let part = r#"{"type":"response.content_part.added","sequence_number":2,"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}"#;
@@ -322,8 +322,9 @@ mod tests {
         assert!(matches!(t.on_event(&ev("{nope")), ChunkAction::Skip));
     }
 
-    /// A stream's text deltas are read by the shape of the first after the commit point, each as serde_json reads it;
-    /// one whose type, numbers or texts the view would read otherwise is read whole.
+    /// A stream's text deltas are read by the shape of the first after the commit point, each
+    /// as serde_json reads it; one whose type, numbers or texts the view would read otherwise
+    /// is read whole.
     #[test]
     fn text_deltas_of_one_shape_read_as_whole_ones() {
         let delta = |seq: &str, text: &str| {
