@@ -311,6 +311,13 @@ impl ChunkTracker {
         self
     }
 
+    /// Whether an event read whole is made a shape: once the stream has committed (the events
+    /// up to its first content are on the way to the client's first chunk, which a shape made
+    /// for the chunks after them would only delay), and while it makes shapes.
+    fn makes_shapes(&self) -> bool {
+        self.committed && self.shapes < MAX_SHAPES
+    }
+
     /// `shape` made of an event read whole: the stream's shape from now on, and, when it is the
     /// first the stream made, the one its target's next stream starts with.
     fn made(&mut self, shape: Shaped) {
@@ -421,8 +428,8 @@ impl ChunkTracker {
 
     /// An Anthropic or Responses event: read by the stream's shape when it has one that reads
     /// it (`by_shape`), else whole (`whole`, serde_json); a shape made of what was read whole
-    /// (`shape_of`) while the stream makes shapes, once it has committed (see
-    /// [`ChunkTracker::scan`]). `None`: not an event of the dialect.
+    /// (`shape_of`) while the stream makes shapes ([`ChunkTracker::makes_shapes`]). `None`: not
+    /// an event of the dialect.
     fn read_event<'a, V>(
         &mut self,
         data: &'a [u8],
@@ -438,7 +445,7 @@ impl ChunkTracker {
             return Some(view);
         }
         let view = whole(data)?;
-        if self.committed && self.shapes < MAX_SHAPES {
+        if self.makes_shapes() {
             if let Some(shape) = shape_of(data, &view) {
                 self.made(shape);
             }
@@ -447,11 +454,9 @@ impl ChunkTracker {
     }
 
     /// An OpenAI chunk read whole, by the scanner or else serde_json; a shape made of it when it
-    /// can be one and the stream makes shapes. Not before the stream's commit point: the events
-    /// up to its first content are on the way to the client's first chunk, which a shape
-    /// (made for the chunks after them) would only delay.
-    /// `opening`: the stream's first chunk, whose shape (when it can be one) is kept on the
-    /// target as its streams' opening ([`ChunkTracker::open`]), not made the stream's shape.
+    /// can be one and the stream makes shapes ([`ChunkTracker::makes_shapes`]). `opening`: the
+    /// stream's first chunk, whose shape (when it can be one) is kept on the target as its
+    /// streams' opening ([`ChunkTracker::open`]), not made the stream's shape.
     fn scan<'a>(&mut self, data: &'a [u8], capture: bool, opening: bool) -> Option<ChunkRead<'a>> {
         #[cfg(test)]
         {
@@ -460,13 +465,14 @@ impl ChunkTracker {
         let Some((read, sole)) = ChunkRead::scan_noting(data, capture) else {
             return ChunkRead::parse(data, capture);
         };
-        if let (true, Some(learned)) = (opening, &self.learned) {
-            if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
-                learned.opening.store(Some(Arc::new(Shaped::Chunk(shape))));
-            }
-        } else if self.committed && self.shapes < MAX_SHAPES {
-            if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
-                self.made(Shaped::Chunk(shape));
+        let opening = if opening { self.learned.as_ref() } else { None };
+        if opening.is_none() && !self.makes_shapes() {
+            return Some(read);
+        }
+        if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
+            match opening {
+                Some(learned) => learned.opening.store(Some(Arc::new(Shaped::Chunk(shape)))),
+                None => self.made(Shaped::Chunk(shape)),
             }
         }
         Some(read)
