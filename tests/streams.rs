@@ -245,4 +245,18 @@ async fn finished_streams_leave_their_upstream_connection_for_reuse() {
         "{} connections for 10 sequential streams",
         stats.connections
     );
+    // A body whose end came with its last event is read to it in place.
+    m[0].set_plan(FaultPlan::default());
+    for _ in 0..10 {
+        let resp = gw.chat(chat_body(true)).await;
+        let events = sse_events(&resp.text().await.unwrap());
+        assert_eq!(stream_text(&events), canonical_text(12, 0));
+    }
+    let stats = m[0].stats();
+    assert_eq!(stats.completed, 20);
+    assert!(
+        stats.connections <= 3,
+        "{} connections for 20 sequential streams",
+        stats.connections
+    );
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::Value;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 use super::attempt::{call_stream, Committed, Forward};
@@ -48,8 +49,9 @@ pub struct Continuation {
     pub route: Arc<Route>,
     /// The request's inner and canonical forms.
     pub forms: Arc<Forms>,
-    /// Targets (indices into the route) that have streamed this answer so far.
-    pub tried: Vec<usize>,
+    /// Targets (indices into the route) that have streamed this answer so far (inline: made
+    /// for every continued stream before its first chunk, it rarely grows).
+    pub tried: SmallVec<[usize; 4]>,
     /// The request's order of the targets (indices into the route): continuations follow it.
     pub order: Arc<[usize]>,
     pub splicer: Splicer,

@@ -118,7 +118,7 @@ pub(super) fn launch<'a>(
                 let continuation = continues.then(|| Continuation {
                     route: route.clone(),
                     forms: req.forms.clone(),
-                    tried: vec![idx],
+                    tried: smallvec::smallvec![idx],
                     order,
                     trace: req.trace,
                     splicer: Splicer {

@@ -147,8 +147,21 @@ struct Relay {
     reencode: Option<Reencode>,
     /// When the last event with content (or the finish) arrived: `idle_timeout` runs from here.
     progress_at: Instant,
-    /// Resolves when the gateway ends what is still open (made once per stream).
-    closing: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// Resolves when the gateway ends what is still open: made once a stream, the first time
+    /// it waits (a stream that never waits, or before its first chunk is written, has none).
+    closing: Option<Closing>,
+}
+
+type Closing = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A relay's closing future (`slot`), made when first asked for. A route closed before it is
+/// made resolves it at once.
+fn closing<'a>(
+    slot: &'a mut Option<Closing>,
+    route: &Route,
+) -> Pin<&'a mut (dyn Future<Output = ()> + Send)> {
+    slot.get_or_insert_with(|| Box::pin(route.closed_owned()))
+        .as_mut()
 }
 
 impl Relay {
@@ -256,11 +269,13 @@ impl Relay {
         // Read what is left of the upstream body (`[DONE]`, the chunked terminator) so its
         // connection goes back to the pool instead of being closed: otherwise the next stream
         // to this provider pays a new TCP and TLS handshake before its first token.
-        let rest = std::mem::replace(&mut self.upstream, futures_util::stream::empty().boxed());
-        tokio::spawn(async move {
-            let drain = rest.for_each(|_| std::future::ready(()));
-            let _ = tokio::time::timeout(DRAIN_FOR, drain).await;
-        });
+        let mut rest = std::mem::replace(&mut self.upstream, futures_util::stream::empty().boxed());
+        if !drained_now(&mut rest) {
+            tokio::spawn(async move {
+                let drain = rest.for_each(|_| std::future::ready(()));
+                let _ = tokio::time::timeout(DRAIN_FOR, drain).await;
+            });
+        }
     }
 
     fn report(&mut self, error: Option<String>) {
@@ -314,7 +329,7 @@ impl Relay {
                 let (start, deadline) = (self.ctx.request_start, self.ctx.deadline);
                 let resumed = tokio::select! {
                     resumed = c.resume(&self.sent, true, start, deadline, &mut failed) => Some(resumed),
-                    () = self.closing.as_mut() => None,
+                    () = closing(&mut self.closing, &self.ctx.route) => None,
                 };
                 self.failed_tries.extend(failed);
                 let Some(resumed) = resumed else {
@@ -395,13 +410,19 @@ impl Relay {
                     continue;
                 }
                 Poll::Ready(Some(Err(_)) | None) if self.tracker.finished => {
+                    // Nothing is left to read, and a body that ended must not be polled again
+                    // (Bedrock's event stream panics).
+                    self.upstream = futures_util::stream::empty().boxed();
                     self.finish();
                     continue;
                 }
                 Poll::Ready(Some(Err(_)) | None) => return Poll::Ready(Step::Cut(StreamCut::Cut)),
                 Poll::Pending => {}
             }
-            if self.closing.as_mut().poll(cx).is_ready() {
+            if closing(&mut self.closing, &self.ctx.route)
+                .poll(cx)
+                .is_ready()
+            {
                 return Poll::Ready(Step::Cut(StreamCut::Shutdown));
             }
             let idle_until = if self.tracker.finished {
@@ -430,6 +451,23 @@ impl Relay {
     }
 }
 
+/// Read what an upstream body has already delivered, without waiting: whether it ended. Its
+/// rest has mostly arrived with the last event (`[DONE]`, the chunked terminator), so most
+/// streams end here and spare the task that would read it (~1,700 instructions); a body that
+/// has not ended after a few reads is left to that task.
+fn drained_now(rest: &mut ByteStream) -> bool {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    for _ in 0..4 {
+        match rest.poll_next_unpin(&mut cx) {
+            Poll::Ready(Some(Ok(_))) => {}
+            // A broken connection is not pooled: nothing to wait for.
+            Poll::Ready(Some(Err(_)) | None) => return true,
+            Poll::Pending => return false,
+        }
+    }
+    false
+}
+
 /// What [`Relay::poll_step`] found.
 enum Step {
     Bytes(Bytes),
@@ -438,20 +476,31 @@ enum Step {
 }
 
 /// The relay's one timer (the idle and deadline bound of the upstream's next bytes), made
-/// once a stream and moved only when its deadline does: a later deadline is an atomic store
-/// in tokio's timer, where a timeout made for each chunk registered a timer and removed it.
+/// the first time the stream waits (not before its first chunk is written) and moved only
+/// when its deadline does: a later deadline is an atomic store in tokio's timer, where a
+/// timeout made for each chunk registered a timer and removed it.
+#[derive(Default)]
 struct Timer {
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    at: Instant,
+    sleep: Option<(Pin<Box<tokio::time::Sleep>>, Instant)>,
 }
 
 impl Timer {
     fn poll_at(&mut self, cx: &mut Context<'_>, at: Instant) -> Poll<()> {
-        if at != self.at {
-            self.at = at;
-            self.sleep.as_mut().reset(at);
+        match &mut self.sleep {
+            Some((sleep, set)) => {
+                if at != *set {
+                    *set = at;
+                    sleep.as_mut().reset(at);
+                }
+                sleep.as_mut().poll(cx)
+            }
+            None => {
+                let sleep = self
+                    .sleep
+                    .insert((Box::pin(tokio::time::sleep_until(at)), at));
+                sleep.0.as_mut().poll(cx)
+            }
         }
-        self.sleep.as_mut().poll(cx)
     }
 }
 
@@ -517,7 +566,6 @@ pub fn relay(
         String::new()
     };
     let current = ctx.route.targets[ctx.target_idx].clone();
-    let closing = Box::pin(ctx.route.closed_owned());
     let relay = Relay {
         upstream: committed.upstream,
         decoder: committed.decoder,
@@ -536,16 +584,43 @@ pub fn relay(
         reencode: None,
         // The head's content arrived just now: the commit point.
         progress_at: Instant::now(),
-        closing,
+        closing: None,
         ctx,
     };
-    let at = relay.ctx.deadline;
     RelayStream {
         relay: Some(Box::new(relay)),
         cutting: None,
-        timer: Timer {
-            sleep: Box::pin(tokio::time::sleep_until(at)),
-            at,
-        },
+        timer: Timer::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(n: usize) -> Vec<Result<Bytes, crate::provider::BoxError>> {
+        (0..n)
+            .map(|_| Ok(Bytes::from_static(b"data: [DONE]\n\n")))
+            .collect()
+    }
+
+    #[test]
+    fn a_body_already_read_to_its_end_is_drained_in_place() {
+        let mut rest: ByteStream = futures_util::stream::iter(chunks(2)).boxed();
+        assert!(drained_now(&mut rest));
+        // Ended, or broken: either way nothing is left to wait for.
+        let broken = vec![Err("reset".into())];
+        let mut rest: ByteStream = futures_util::stream::iter(broken).boxed();
+        assert!(drained_now(&mut rest));
+    }
+
+    #[test]
+    fn a_body_still_arriving_is_left_to_a_task() {
+        let more = futures_util::stream::pending();
+        let mut rest: ByteStream = futures_util::stream::iter(chunks(1)).chain(more).boxed();
+        assert!(!drained_now(&mut rest));
+        // A body that keeps delivering is not read without end in the client's task.
+        let mut rest: ByteStream = futures_util::stream::iter(chunks(100)).boxed();
+        assert!(!drained_now(&mut rest));
     }
 }
