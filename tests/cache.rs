@@ -221,6 +221,42 @@ async fn every_client_gets_each_targets_cache_counts_and_the_record_keeps_them(s
 }
 both!(every_client_gets_each_targets_cache_counts_and_the_record_keeps_them);
 
+/// A target's whole OpenAI answers are read by the shape of its last one (kept on the target):
+/// each answer's counts, as the record keeps them, are its own.
+#[tokio::test]
+async fn a_target_reads_its_answers_by_the_shape_of_its_last() {
+    let m = mocks(4).await;
+    let store = TestStore::sqlite();
+    let state = build(&with_audit(&toml(&m, Target::OpenAi), &store.url(), ""));
+    let gw = Gateway::serve(state.clone(), None).await;
+    let kept = || {
+        let routing = state.routing.load();
+        routing.target("oai/gpt-4o").unwrap().shapes.holds_answer()
+    };
+    assert!(!kept());
+    let (first, _) = ask(&gw, Client::OpenAi, false).await;
+    assert!(kept(), "the first answer's shape kept");
+    let prompt = counts(Client::OpenAi, &first).0;
+    let mut asked = Vec::new();
+    for read in [READ, 7, 0, 123_456] {
+        m[0].set_plan(FaultPlan {
+            cache_read_tokens: read,
+            ..FaultPlan::default()
+        });
+        let (usage, id) = ask(&gw, Client::OpenAi, false).await;
+        assert_eq!(counts(Client::OpenAi, &usage), (prompt + read, read, 0));
+        asked.push((id, read));
+    }
+    gw.stop().await;
+    let records = store.all().await;
+    for (id, read) in asked {
+        let r = records.iter().find(|r| r.request_id == id).unwrap();
+        let counts = (r.tokens_in, r.cache_read_tokens, r.cache_write_tokens);
+        assert_eq!(counts, (Some(prompt + read), Some(read), Some(0)));
+    }
+    store.cleanup().await;
+}
+
 /// A same-dialect answer goes back as the provider sent it: Anthropic's `input_tokens` without
 /// the cached tokens and its `cache_creation` split, OpenAI's details with its `audio_tokens`.
 #[tokio::test]

@@ -2,20 +2,26 @@
 //! serde_json accepts, with the same value for each key asked for (and a nested object's keys
 //! found in the same pass as after it); and what the gateway reads with it (a chat request, an
 //! Anthropic request's head, what in a Responses request only a Responses target serves, the
-//! usage of an answer passed on, a chunk of an OpenAI stream, an Anthropic or Responses API event
+//! usage of an answer passed on (read whole, or by the shape of the answers before it), a chunk of an OpenAI stream, an Anthropic or Responses API event
 //! and what it carries) is what it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use switchyard::canonical::Dialect;
+use switchyard::wire::chunks::LearnedShapes;
 use switchyard::wire::{client, scan, transcode, ChatRequest};
 
 const KEYS: [&str; 4] = ["model", "messages", "choices", "usage"];
+
+/// The shape of the inputs' last OpenAI answer with a usage, kept from one input to the next as
+/// a target keeps its last answer's.
+static LEARNED: LazyLock<LearnedShapes> = LazyLock::new(LearnedShapes::default);
 
 fuzz_target!(|data: &[u8]| {
     if let Some(found) = scan::fields(data, KEYS) {
@@ -52,6 +58,8 @@ fuzz_target!(|data: &[u8]| {
     let theirs = transcode::fuzz_completion_usage(data).ok();
     let ours = transcode::native_usage(Dialect::OpenAi, data).ok();
     assert_eq!(ours, theirs, "the usage of an OpenAI answer");
+    let learned = transcode::openai_usage(data, &LEARNED).ok();
+    assert_eq!(learned, theirs, "the usage of an OpenAI answer, by a learned shape");
     for dialect in [Dialect::Anthropic, Dialect::Responses] {
         let theirs = transcode::fuzz_whole_usage(dialect, data).map_err(|e| e.to_string());
         let ours = transcode::native_usage(dialect, data).map_err(|e| e.to_string());

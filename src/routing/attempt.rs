@@ -229,19 +229,21 @@ pub async fn call_full(
             bump(&target.limits.max_response_body);
             return Err(AttemptError::TooLarge);
         }
-        if forward.native {
+        let dialect = match forward.native {
             // Passed on as it came: only checked and its usage read.
-            let usage = transcode::native_usage(forward.wire_dialect(target), &bytes)
-                .map_err(|_| AttemptError::Malformed)?;
-            return Ok((bytes, usage));
-        }
-        if target.dialect != Dialect::OpenAi {
-            return transcode::response_to_openai(target.dialect, &bytes)
-                .map_err(|_| AttemptError::Malformed);
-        }
-        let usage = transcode::native_usage(Dialect::OpenAi, &bytes)
-            .map_err(|_| AttemptError::Malformed)?;
-        Ok((bytes, usage))
+            true => forward.wire_dialect(target),
+            false if target.dialect != Dialect::OpenAi => {
+                return transcode::response_to_openai(target.dialect, &bytes)
+                    .map_err(|_| AttemptError::Malformed);
+            }
+            false => Dialect::OpenAi,
+        };
+        let usage = match dialect {
+            // Read by the shape of the target's last answer.
+            Dialect::OpenAi => transcode::openai_usage(&bytes, &target.shapes),
+            _ => transcode::native_usage(dialect, &bytes),
+        };
+        Ok((bytes, usage.map_err(|_| AttemptError::Malformed)?))
     });
     before(call, timer, || AttemptError::Timeout).await
 }

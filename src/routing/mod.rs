@@ -243,7 +243,8 @@ pub struct Target {
     pub limits: LimitCounters,
     /// An adaptive route names this target: its answers' rate-limit headers are read.
     pub watch_limits: bool,
-    /// The shapes its streams' events were last read by: the next stream starts with them.
+    /// The shapes its streams' events and its whole OpenAI answers were last read by: the next
+    /// stream or answer starts with them.
     pub shapes: Arc<crate::wire::chunks::LearnedShapes>,
     origin: Instant,
     /// Milliseconds after `origin` until which a 429's `Retry-After` parks this target; 0: never.

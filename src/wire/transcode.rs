@@ -4,10 +4,15 @@
 //! and its answer, whole or streamed, comes back as OpenAI bodies and chunks, so the failover
 //! loop, the relay and continuation work the same for every target.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
-use super::chunks::{scanned, AnthropicUsage, ResponsesUsage, Scanned, Usage, USAGE_KEYS};
+use super::chunks::{
+    count, scanned, AnswerShape, AnthropicUsage, LearnedShapes, ResponsesUsage, Scanned, Usage,
+    PROMPT_DETAILS_KEYS, USAGE_KEYS,
+};
 use super::scan;
 use super::sse::SseDecoder;
 use crate::canonical::{self, Dialect, StreamDecoder, StreamEncoder, TranslateError};
@@ -141,7 +146,7 @@ pub fn stream_from_openai_with(
 pub fn native_usage(dialect: Dialect, body: &[u8]) -> Result<Option<Usage>, TranslateError> {
     match dialect {
         Dialect::OpenAi => match plain_completion_usage(body) {
-            Some(usage) => Ok(usage),
+            Some(usage) => Ok(usage.map(|(usage, _)| usage)),
             None => completion_usage(body),
         },
         // The scanner reads the usage; serde_json only what it does not take.
@@ -240,10 +245,58 @@ pub fn fuzz_completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateErro
     completion_usage(body)
 }
 
+/// [`native_usage`] of an OpenAI answer (`chat.completion`) whose target's answers are
+/// written alike: read by the shape of the last one `learned` keeps when it fits (the bytes
+/// between its values compared, its values read, as the scanner would), else read as
+/// [`native_usage`] reads it, and its shape kept for the next answer when it has a usage.
+pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage>, TranslateError> {
+    if let Some(shape) = &*learned.answer.load() {
+        if let Some(usage) = shape.read(body).and_then(|spans| usage_at(body, spans)) {
+            return Ok(Some(usage));
+        }
+    }
+    match plain_completion_usage(body) {
+        Some(Some((usage, counts))) => {
+            let shape = counts_at(body, counts).and_then(|spans| AnswerShape::of_read(body, spans));
+            if let Some(shape) = shape {
+                learned.answer.store(Some(Arc::new(shape)));
+            }
+            Ok(Some(usage))
+        }
+        Some(None) => Ok(None),
+        None => completion_usage(body),
+    }
+}
+
+/// The spans of a usage's four counts in an OpenAI answer: `prompt_tokens`,
+/// `completion_tokens`, `prompt_tokens_details.cached_tokens` and `.cache_write_tokens`
+/// (`None`: not there).
+type CountSpans = scan::Spans<4>;
+
+/// The usage whose counts are at `spans` of `body`.
+fn usage_at(body: &[u8], [prompt, completion, read, write]: CountSpans) -> Option<Usage> {
+    Some(Usage {
+        prompt_tokens: count(body, prompt)?,
+        completion_tokens: count(body, completion)?,
+        cache_read_tokens: count(body, read)?,
+        cache_write_tokens: count(body, write)?,
+    })
+}
+
+/// The spans of the four counts of the usage whose fields [`USAGE_KEYS`] are at `spans`;
+/// `None` when its `prompt_tokens_details` is not a plain object or `null`.
+fn counts_at(body: &[u8], [prompt, completion, details]: scan::Spans<3>) -> Option<CountSpans> {
+    let [read, write] = match scan::not_null(body, details) {
+        None => [None, None],
+        Some(details) => scan::fields_in(body, details, PROMPT_DETAILS_KEYS)?,
+    };
+    Some([prompt, completion, read, write])
+}
+
 /// [`native_usage`] of a plain `chat.completion` body (see [`scan`]), read by the scanner in
-/// one pass: `None` when it is not one, for serde_json to say why (or to accept what is not
-/// plain).
-fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
+/// one pass, with its usage's fields' spans: `None` when it is not one, for serde_json to say
+/// why (or to accept what is not plain).
+fn plain_completion_usage(body: &[u8]) -> Option<Option<(Usage, scan::Spans<3>)>> {
     let ([_, usage], choices, counts) = scan::fields_items_and_nested(
         body,
         ["choices", "usage"],
@@ -258,7 +311,9 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<Usage>> {
         return Some(None);
     }
     // Read in the same pass, when the usage is a plain object (else not a plain answer).
-    Usage::of_spans(body, counts?).map(Some)
+    let counts = counts?;
+    let usage = Usage::of_spans(body, counts.clone())?;
+    Some(Some((usage, counts)))
 }
 
 #[cfg(test)]
@@ -378,6 +433,68 @@ mod tests {
                 String::from_utf8_lossy(malformed)
             );
         }
+    }
+
+    /// A target's OpenAI answers are read by the shape of its last one with a usage: what
+    /// that shape fits is read by it (the shape kept, not made again), with the counts
+    /// [`native_usage`] reads; an answer it does not fit is read whole, as [`native_usage`]
+    /// reads it, and its shape kept when it has a usage. Errors are [`native_usage`]'s.
+    #[test]
+    fn a_target_s_answers_are_read_by_the_shape_of_its_last_one() {
+        let learned = LearnedShapes::default();
+        let text = |id: &str, text: &str, counts: &str| {
+            format!(
+                r#"{{"id":"{id}","choices":[{{"index":0,"message":{{"role":"assistant","content":"{text}"}},"finish_reason":"stop"}}],"usage":{counts}}}"#
+            )
+        };
+        let shape = || learned.answer.load_full().map(|s| Arc::as_ptr(&s) as usize);
+        let read = |body: &str| {
+            let ours = openai_usage(body.as_bytes(), &learned).map_err(|e| e.to_string());
+            let theirs = native_usage(Dialect::OpenAi, body.as_bytes()).map_err(|e| e.to_string());
+            assert_eq!(ours, theirs, "{body}");
+            ours
+        };
+        let first = text("a", "Hi.", r#"{"prompt_tokens":3,"completion_tokens":2}"#);
+        assert_eq!(read(&first), Ok(Some(Usage::new(3, 2))));
+        let made = shape();
+        assert!(made.is_some(), "no shape kept");
+        // Other values where the first had values: read by its shape.
+        let second = text(
+            "bb",
+            r#"Hello \"there\"."#,
+            r#"{"prompt_tokens":1234,"completion_tokens":56}"#,
+        );
+        assert_eq!(read(&second), Ok(Some(Usage::new(1234, 56))));
+        assert_eq!(shape(), made, "a body of the kept shape was read whole");
+        // Counts the scanner refuses, in the shape's places: serde_json's verdict.
+        let refused = text("c", "x", r#"{"prompt_tokens":1.5,"completion_tokens":2}"#);
+        assert!(read(&refused).is_err());
+        assert_eq!(shape(), made);
+        // Another shape (the cache's counts): read whole, then its shape kept.
+        let cached = text(
+            "d",
+            "x",
+            r#"{"prompt_tokens":3210,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":3000,"cache_write_tokens":10}}"#,
+        );
+        let counts = Usage {
+            cache_read_tokens: 3000,
+            cache_write_tokens: 10,
+            ..Usage::new(3210, 7)
+        };
+        assert_eq!(read(&cached), Ok(Some(counts)));
+        let remade = shape();
+        assert!(remade.is_some() && remade != made, "the new shape not kept");
+        let again = cached.replace("3000", "12").replace(r#""d""#, r#""e""#);
+        assert_eq!(read(&again).unwrap().unwrap().cache_read_tokens, 12);
+        assert_eq!(shape(), remade);
+        // No usage, or a count that is `null`: read whole, no shape made of it.
+        assert_eq!(read(&text("f", "x", "null")), Ok(None));
+        let null = text("g", "x", r#"{"prompt_tokens":null,"completion_tokens":1}"#);
+        assert!(read(&null).is_err());
+        assert_eq!(shape(), remade);
+        // Not an answer at all, or not whole.
+        assert!(read(&again[..again.len() - 1]).is_err());
+        assert!(read(r#"{"choices":[]}"#).is_err());
     }
 
     /// An Anthropic message's or a Responses API response's usage, found by the scanner and

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use super::sse::{encode_data, SseEvent, DONE};
 use crate::canonical::Dialect;
 use crate::wire::scan;
-use fields::count;
+pub(super) use fields::count;
 
 #[cfg(fuzzing)]
 pub use anthropic::fuzz_event_read as fuzz_anthropic_event_read;
@@ -122,13 +122,16 @@ impl Usage {
 
 impl Scanned for PromptDetails {
     fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<PromptDetails> {
-        let [read, write] = scan::fields_in(data, span, ["cached_tokens", "cache_write_tokens"])?;
+        let [read, write] = scan::fields_in(data, span, PROMPT_DETAILS_KEYS)?;
         Some(PromptDetails {
             cached_tokens: count(data, read)?,
             cache_write_tokens: count(data, write)?,
         })
     }
 }
+
+/// The keys of an OpenAI `prompt_tokens_details` that [`Usage`] reads: the cache's counts.
+pub(in crate::wire) const PROMPT_DETAILS_KEYS: [&str; 2] = ["cached_tokens", "cache_write_tokens"];
 
 /// The keys of an OpenAI `usage` that [`Usage`] reads, in [`Usage::of_spans`]'s order.
 pub(in crate::wire) const USAGE_KEYS: [&str; 3] = [
@@ -229,13 +232,19 @@ pub struct ChunkTracker {
 /// opening one), where it would read them whole and make the shape again from the content after
 /// them. A shape reads only what it fits, as the scanner would read it, so one that does not
 /// fit a stream costs a failed comparison and the stream makes its own (which it then offers
-/// here).
+/// here). The target's whole OpenAI answers are read likewise (`answer`).
 #[derive(Debug, Default)]
 pub struct LearnedShapes {
     by_dialect: [ArcSwapOption<Shaped>; 3],
     /// The shape of an OpenAI stream's first chunk ([`ChunkTracker::open`]).
     opening: ArcSwapOption<Shaped>,
+    /// The shape of the target's last whole OpenAI answer with a usage, the spans of its
+    /// counts kept ([`crate::wire::transcode::openai_usage`]).
+    pub(in crate::wire) answer: ArcSwapOption<AnswerShape>,
 }
+
+/// The shape of a whole OpenAI answer, the spans of its usage's four counts kept.
+pub(in crate::wire) type AnswerShape = scan::Shape<4>;
 
 impl LearnedShapes {
     /// Whether a shape of `dialect`'s events is kept (for an OpenAI stream, its first chunk's
@@ -243,6 +252,11 @@ impl LearnedShapes {
     pub fn holds(&self, dialect: Dialect) -> bool {
         let opening = dialect != Dialect::OpenAi || self.opening.load().is_some();
         opening && self.slot(dialect).load().is_some()
+    }
+
+    /// Whether the shape of a whole OpenAI answer is kept.
+    pub fn holds_answer(&self) -> bool {
+        self.answer.load().is_some()
     }
 
     fn slot(&self, dialect: Dialect) -> &ArcSwapOption<Shaped> {
