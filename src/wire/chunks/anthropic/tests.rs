@@ -124,6 +124,8 @@ fn block_deltas_of_one_shape_read_as_whole_ones() {
         delta("0", "null"),
         delta("0", r#""again""#),
         delta("0", r#""x""#).replace("text_delta", "thinking_delta"),
+        delta("0", r#""x""#).replace(r#""text_delta""#, r#""text\u005fdelta""#),
+        delta("0", r#""x""#).replace("text_delta", "future_delta"),
         delta("0", r#""x""#).replace("content_block_delta", "content_block_delte"),
         r#"{"type":"content_block_stop","index":0}"#.to_owned(),
         r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#.to_owned(),
@@ -156,8 +158,35 @@ fn block_deltas_of_one_shape_read_as_whole_ones() {
     };
     for (n, event) in stream.iter().enumerate() {
         let read = shape.read(event.as_bytes());
-        assert_eq!(read.is_some(), [2, 3, 4, 9, 10].contains(&n), "{event}");
+        assert_eq!(
+            read.is_some(),
+            [2, 3, 4, 9, 10, 11, 12].contains(&n),
+            "{event}"
+        );
     }
+}
+
+/// A delta's type is one of a few words, taken as the constant without decoding it; any other
+/// string is decoded, as `text` reads it.
+#[test]
+fn a_delta_s_known_type_is_read_without_decoding() {
+    let read = |value: &str| {
+        let data = format!(r#"{{"type":{value}}}"#);
+        let span = 8..8 + value.len();
+        let known = known_text(data.as_bytes(), Some(span.clone()), DELTA_KINDS);
+        assert_eq!(known, text(data.as_bytes(), Some(span)), "{value}");
+        // Whether it is the constant itself, not a slice of the data.
+        let constant = |t: Cow<'_, str>| DELTA_KINDS.iter().any(|k| k.as_ptr() == t.as_ptr());
+        known.map(|t| t.map(constant))
+    };
+    for kind in DELTA_KINDS {
+        assert_eq!(read(&format!(r#""{kind}""#)), Some(Some(true)), "{kind}");
+    }
+    assert_eq!(read(r#""text\u005fdelta""#), Some(Some(false)));
+    assert_eq!(read(r#""future_delta""#), Some(Some(false)));
+    assert_eq!(read("null"), Some(None));
+    assert_eq!(read("7"), None);
+    assert_eq!(known_text(b"{}", None, DELTA_KINDS), Some(None));
 }
 
 /// The events Anthropic sends are read by the scanner as serde_json reads them, and what
