@@ -300,3 +300,66 @@ fn a_string_reads_alike_wherever_its_special_byte_is() {
         }
     }
 }
+
+/// A value skipped (no key asked for in it) is read whole, however its containers nest: what
+/// serde_json takes is taken, what it refuses refused, at any depth, and the keys after it
+/// are found where they are.
+#[test]
+fn a_skipped_value_reads_as_serde_json_reads_it() {
+    let values = [
+        "{}",
+        "[]",
+        "[{}]",
+        "[[],[[]],{},[{}]]",
+        r#"{"x":[1,{"y":[true,false,null,"s\"]"]}],"z":{}}"#,
+        r#"[ { "a" : [ 1 , 2 ] } , "x" ]"#,
+        "[\n\t{\"a\":\r\n{ }\n}\n]",
+        "[{\"a\":1},]",
+        "[{\"a\" 1}]",
+        "[{1:2}]",
+        "[{\"a\"}]",
+        "[{\"a\":}]",
+        "{\"a\":[}",
+        "[{]",
+        "[1,{\"a\":1,}]",
+        "{\"a\":{\"b\":{}}",
+        "[{\"a\":1}}",
+        "{\"a\":[1]]",
+        "[[[]]",
+        "[,]",
+        "{,}",
+        "[{\"a\":1}{\"b\":2}]",
+        "[{\"a\":1,\"a\":2}]",
+        "[tru]",
+        "[\"x]",
+    ];
+    let skipped = |value: &str| {
+        let body = format!(r#"{{"b":{value},"a":7}}"#);
+        let ours = fields(body.as_bytes(), ["a"]).map(|[a]| at(&body, &a).map(str::to_owned));
+        let theirs = serde_json::from_str::<
+            std::collections::BTreeMap<String, serde::de::IgnoredAny>,
+        >(&body);
+        assert_eq!(ours.is_some(), theirs.is_ok(), "{body}");
+        ours
+    };
+    for value in values {
+        if let Some(a) = skipped(value) {
+            assert_eq!(a.as_deref(), Some("7"), "{value}");
+        }
+    }
+    // Objects and arrays mixed, as deep as the scanner reads (`MAX_DEPTH` within the outer
+    // object); deeper is left to serde_json.
+    let nest = |n: usize| {
+        let open: String = (0..n)
+            .map(|d| if d % 2 == 0 { "[" } else { "{\"k\":" })
+            .collect();
+        let close: String = (0..n)
+            .rev()
+            .map(|d| if d % 2 == 0 { "]" } else { "}" })
+            .collect();
+        format!("{open}1{close}")
+    };
+    assert!(skipped(&nest(MAX_DEPTH)).is_some());
+    let too_deep = format!(r#"{{"b":{},"a":7}}"#, nest(MAX_DEPTH + 1));
+    assert!(fields(too_deep.as_bytes(), ["a"]).is_none());
+}
