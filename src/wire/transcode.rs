@@ -257,7 +257,9 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
     }
     match plain_completion_usage(body) {
         Some(Some((usage, counts))) => {
-            let shape = counts_at(body, counts).and_then(|spans| AnswerShape::of_read(body, spans));
+            // A shape keeps a copy of its body: none of a long one.
+            let spans = counts_at(body, counts).filter(|_| body.len() <= MAX_ANSWER_SHAPE);
+            let shape = spans.and_then(|spans| AnswerShape::of_read(body, spans));
             if let Some(shape) = shape {
                 learned.answer.store(Some(Arc::new(shape)));
             }
@@ -267,6 +269,9 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
         None => completion_usage(body),
     }
 }
+
+/// The longest answer whose shape a target keeps (the shape is a copy of it).
+const MAX_ANSWER_SHAPE: usize = 16 * 1024;
 
 /// The spans of a usage's four counts in an OpenAI answer: `prompt_tokens`,
 /// `completion_tokens`, `prompt_tokens_details.cached_tokens` and `.cache_write_tokens`
@@ -492,6 +497,14 @@ mod tests {
         let null = text("g", "x", r#"{"prompt_tokens":null,"completion_tokens":1}"#);
         assert!(read(&null).is_err());
         assert_eq!(shape(), remade);
+        // A long answer is read whole and leaves the kept shape as it was.
+        let long = text(
+            "h",
+            &"x".repeat(MAX_ANSWER_SHAPE),
+            r#"{"prompt_tokens":1,"completion_tokens":2}"#,
+        );
+        assert_eq!(read(&long), Ok(Some(Usage::new(1, 2))));
+        assert_eq!(shape(), remade, "a long answer's shape kept");
         // Not an answer at all, or not whole.
         assert!(read(&again[..again.len() - 1]).is_err());
         assert!(read(r#"{"choices":[]}"#).is_err());
