@@ -2,8 +2,9 @@
 //! serde_json accepts, with the same value for each key asked for (and a nested object's keys
 //! found in the same pass as after it); and what the gateway reads with it (a chat request, an
 //! Anthropic request's head, what in a Responses request only a Responses target serves, the
-//! usage of an answer passed on (read whole, or by the shape of the answers before it), a chunk of an OpenAI stream, an Anthropic or Responses API event
-//! and what it carries) is what it reads with serde_json alone.
+//! usage of an answer passed on (read whole, or by the shape of the answers before it), a
+//! chunk of an OpenAI stream, an Anthropic or Responses API event and what it carries) is what
+//! it reads with serde_json alone.
 #![no_main]
 
 use std::collections::BTreeMap;

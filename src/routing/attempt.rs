@@ -229,14 +229,15 @@ pub async fn call_full(
             bump(&target.limits.max_response_body);
             return Err(AttemptError::TooLarge);
         }
-        let dialect = match forward.native {
-            // Passed on as it came: only checked and its usage read.
-            true => forward.wire_dialect(target),
-            false if target.dialect != Dialect::OpenAi => {
-                return transcode::response_to_openai(target.dialect, &bytes)
-                    .map_err(|_| AttemptError::Malformed);
-            }
-            false => Dialect::OpenAi,
+        if !forward.native && target.dialect != Dialect::OpenAi {
+            return transcode::response_to_openai(target.dialect, &bytes)
+                .map_err(|_| AttemptError::Malformed);
+        }
+        // Passed on as it came, or an OpenAI answer: only checked and its usage read.
+        let dialect = if forward.native {
+            forward.wire_dialect(target)
+        } else {
+            Dialect::OpenAi
         };
         let usage = match dialect {
             // Read by the shape of the target's last answer.

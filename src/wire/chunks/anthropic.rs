@@ -113,7 +113,7 @@ const DELTA_KINDS: [&str; 5] = [
 fn known_text<'a>(
     data: &'a [u8],
     span: Option<Range<usize>>,
-    known: [&'static str; 5],
+    known: &[&'static str],
 ) -> Option<Option<Cow<'a, str>>> {
     let inner = span.as_ref().and_then(|span| {
         let value = &data[span.clone()];
@@ -170,7 +170,7 @@ impl BlockDeltaShape {
             index: self::index(data, index)?,
             content_block: None,
             delta: Some(DeltaView {
-                kind: known_text(data, delta_kind, DELTA_KINDS)?,
+                kind: known_text(data, delta_kind, &DELTA_KINDS)?,
                 text: self::text(data, text)?,
                 stop_reason: None,
             }),

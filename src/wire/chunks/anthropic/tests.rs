@@ -173,7 +173,7 @@ fn a_delta_s_known_type_is_read_without_decoding() {
     let read = |value: &str| {
         let data = format!(r#"{{"type":{value}}}"#);
         let span = 8..8 + value.len();
-        let known = known_text(data.as_bytes(), Some(span.clone()), DELTA_KINDS);
+        let known = known_text(data.as_bytes(), Some(span.clone()), &DELTA_KINDS);
         assert_eq!(known, text(data.as_bytes(), Some(span)), "{value}");
         // Whether it is the constant itself, not a slice of the data.
         let constant = |t: Cow<'_, str>| DELTA_KINDS.iter().any(|k| k.as_ptr() == t.as_ptr());
@@ -186,7 +186,7 @@ fn a_delta_s_known_type_is_read_without_decoding() {
     assert_eq!(read(r#""future_delta""#), Some(Some(false)));
     assert_eq!(read("null"), Some(None));
     assert_eq!(read("7"), None);
-    assert_eq!(known_text(b"{}", None, DELTA_KINDS), Some(None));
+    assert_eq!(known_text(b"{}", None, &DELTA_KINDS), Some(None));
 }
 
 /// The events Anthropic sends are read by the scanner as serde_json reads them, and what
