@@ -60,7 +60,10 @@ fuzz_target!(|data: &[u8]| {
     let ours = transcode::native_usage(Dialect::OpenAi, data).ok();
     assert_eq!(ours, theirs, "the usage of an OpenAI answer");
     let learned = transcode::openai_usage(data, &LEARNED).ok();
-    assert_eq!(learned, theirs, "the usage of an OpenAI answer, by a learned shape");
+    assert_eq!(
+        learned, theirs,
+        "the usage of an OpenAI answer, by a learned shape"
+    );
     for dialect in [Dialect::Anthropic, Dialect::Responses] {
         let theirs = transcode::fuzz_whole_usage(dialect, data).map_err(|e| e.to_string());
         let ours = transcode::native_usage(dialect, data).map_err(|e| e.to_string());
