@@ -257,11 +257,12 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
     }
     match plain_completion_usage(body) {
         Some(Some((usage, counts))) => {
-            // A shape keeps a copy of its body: none of a long one.
-            let spans = counts_at(body, counts).filter(|_| body.len() <= MAX_ANSWER_SHAPE);
-            let shape = spans.and_then(|spans| AnswerShape::of_read(body, spans));
-            if let Some(shape) = shape {
-                learned.answer.store(Some(Arc::new(shape)));
+            // A shape keeps a copy of its body: none of a long one (nor its counts found again).
+            if body.len() <= MAX_ANSWER_SHAPE {
+                let shape = counts_at(body, counts).and_then(|c| AnswerShape::of_read(body, c));
+                if let Some(shape) = shape {
+                    learned.answer.store(Some(Arc::new(shape)));
+                }
             }
             Ok(Some(usage))
         }
