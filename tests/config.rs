@@ -173,3 +173,47 @@ fn example_routing_table_shows_targets_never_keys() {
         assert!(!table.contains(secret) && !debug.contains(secret));
     }
 }
+
+/// `bench/pgo`'s training config loads once its placeholders are filled in, and names the routes
+/// the training sends to, each in front of the provider kind it is meant to train.
+#[test]
+fn the_profile_training_config_loads_with_the_routes_the_training_sends_to() {
+    let text = include_str!("../bench/pgo.toml")
+        .replace("@LISTEN@", "127.0.0.1:0")
+        .replace("@MOCK@", "127.0.0.1:9")
+        .replace("@AUDIT@", "/tmp/pgo-audit.db");
+    let config =
+        Config::from_toml(&text, &|_| None).unwrap_or_else(|e| panic!("bench/pgo.toml:\n{e}"));
+    let routes: Vec<_> = config
+        .routes
+        .iter()
+        .map(|r| {
+            let kinds: Vec<_> = r.targets.iter().map(|t| t.provider.kind).collect();
+            (r.name.as_str(), kinds)
+        })
+        .collect();
+    use ProviderKind::{Anthropic, Bedrock, Gemini, OpenAi, OpenAiCompatible};
+    assert_eq!(
+        routes,
+        [
+            ("gem", vec![Gemini]),
+            ("bedrock", vec![Bedrock]),
+            ("oai", vec![OpenAi]),
+            ("compat", vec![OpenAiCompatible]),
+            ("ant", vec![Anthropic]),
+            ("flaky", vec![OpenAi, Anthropic]),
+        ]
+    );
+    // The mock's Bedrock checks every call's signature against its own keys.
+    let bedrock = config.route("bedrock").unwrap().targets[0].provider.clone();
+    let keys = bedrock.aws.as_ref().and_then(|a| a.keys.as_ref()).unwrap();
+    assert_eq!(keys.access_key_id, switchyard::mock::sigv4::ACCESS_KEY_ID);
+    assert_eq!(
+        keys.secret_access_key,
+        switchyard::mock::sigv4::SECRET_ACCESS_KEY
+    );
+    assert_eq!(
+        config.audit.store,
+        AuditStore::Sqlite("/tmp/pgo-audit.db".into())
+    );
+}
