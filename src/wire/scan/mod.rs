@@ -352,17 +352,21 @@ impl Scanner<'_> {
         }
     }
 
-    /// An object's key at `i` and the colon after it, with the whitespace after each.
+    /// An object's key at `i` and the colon after it, with the whitespace after each: the key's
+    /// span between its quotes (not sliced here: a key skipped costs no bounds check), and
+    /// whether it holds an escape.
     #[inline(always)]
-    fn key(&mut self) -> Option<()> {
+    fn key(&mut self) -> Option<(Range<usize>, bool)> {
         if self.peek()? != b'"' {
             return None;
         }
-        self.string()?;
+        let start = self.i + 1;
+        let escaped = self.string()?;
+        let key = start..self.i - 1;
         self.ws();
         self.eat(b':')?;
         self.ws();
-        Some(())
+        Some((key, escaped))
     }
 
     #[inline(always)]
@@ -548,15 +552,8 @@ impl Scanner<'_> {
             return Some(());
         }
         loop {
-            if self.peek()? != b'"' {
-                return None;
-            }
-            let key_start = self.i + 1;
-            let escaped = self.string()?;
-            let key = &self.b[key_start..self.i - 1];
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+            let (key, escaped) = self.key()?;
+            let key = &self.b[key];
             let start = self.i;
             let k = if keys.is_empty() {
                 None
