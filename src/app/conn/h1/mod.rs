@@ -362,7 +362,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             // last thing done before the thread waits again. (A client on the same host is
             // woken onto the writer's core, so work done after a write delays its read: a
             // stream's first event written at once and the rest after it reached the client
-            // ~20 µs later, measured with `HOPS=1 bench/syscalls`.)
+            // ~20 µs later, measured with `bench/hops`.)
             let data = match frame {
                 None => {
                     let end: &[u8] = if chunked { b"0\r\n\r\n" } else { b"" };
