@@ -125,7 +125,7 @@ pub(super) fn message(reply: &Reply, answer: &Answer) -> Value {
 
 /// `event: <name>\ndata: <json>\n\n`.
 fn event(name: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+    crate::mock::stream::sse_event(Some(name), data, "\n\n")
 }
 
 /// The streamed answer: `message_start`, the block's start and a `ping` (head), one

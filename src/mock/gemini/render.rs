@@ -140,7 +140,7 @@ pub(super) fn chunk_array(reply: &Reply, answer: &Answer) -> Value {
 
 /// `data: <json>` with the CRLF line ends Gemini's SSE uses.
 fn event(data: &Value) -> Bytes {
-    Bytes::from(format!("data: {data}\r\n\r\n"))
+    crate::mock::stream::sse_event(None, data, "\r\n\r\n")
 }
 
 /// The SSE answer: no head, one event per chunk, the finish chunk as the tail, no terminator.

@@ -45,7 +45,7 @@ fn event(kind: &str, sequence_number: u64, mut data: Value) -> Bytes {
         fields.insert("type".into(), Value::String(kind.to_owned()));
         fields.insert("sequence_number".into(), json!(sequence_number));
     }
-    Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+    crate::mock::stream::sse_event(Some(kind), &data, "\n\n")
 }
 
 /// The streamed answer; `inband_error_after` is the plan's, to number the failure event as the
