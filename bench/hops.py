@@ -48,7 +48,7 @@ HOPS = [
     "mock sent -> proxy receives",
     "proxy: answer read -> first write to client",
     "proxy wrote -> client receives",
-    "client send -> client receives (all)",
+    "client send -> its first receive (all the hops)",
 ]
 
 
