@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where one request's time goes, hop by hop: client, proxy (the gateway or nginx), mock.
 
-    hops.py client PORT BODY_FILE N [HEADER...]
+    hops.py client PORT BODY_FILE N
         N requests of BODY_FILE, one after the other on one kept-alive connection (the body
         read whole, stream or not), 2 ms apart: the sequence the trace is read for.
     hops.py parse TRACE PROXY_COMM
@@ -52,13 +52,10 @@ HOPS = [
 ]
 
 
-def client(port, body_file, n, headers):
+def client(port, body_file, n):
     with open(body_file, "rb") as f:
         body = f.read()
     fields = {"content-type": "application/json"}
-    for extra in headers:
-        name, _, value = extra.partition(":")
-        fields[name.strip()] = value.strip()
     conn = http.client.HTTPConnection("127.0.0.1", port)
     conn.connect()
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -127,8 +124,8 @@ def parse(path, proxy_comm):
 
 
 def main():
-    if len(sys.argv) >= 5 and sys.argv[1] == "client":
-        client(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:])
+    if len(sys.argv) == 5 and sys.argv[1] == "client":
+        client(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
     elif len(sys.argv) == 4 and sys.argv[1] == "parse":
         parse(sys.argv[2], sys.argv[3])
     else:
