@@ -116,12 +116,12 @@ fn event(data: &Value) -> Bytes {
 /// chunk but the last. Written as `serde_json` writes the object (its keys in their sorted
 /// order), without building it: building each chunk as a `Value` was most of the mock's work
 /// for a stream, which the benchmarks count as the upstream's time.
-fn chunk(reply: &Reply, answer: &Answer, delta: Value, finish_reason: Option<&str>) -> Bytes {
+fn chunk(reply: &Reply, answer: &Answer, delta: &Value, finish_reason: Option<&str>) -> Bytes {
     use std::io::Write;
     let mut buf = Vec::with_capacity(320);
     buf.extend_from_slice(b"data: {\"choices\":[{\"delta\":");
     // A `Value` or a string always serialises, and a `Vec` takes every write.
-    let _ = serde_json::to_writer(&mut buf, &delta);
+    let _ = serde_json::to_writer(&mut buf, delta);
     buf.extend_from_slice(b",\"finish_reason\":");
     let _ = serde_json::to_writer(&mut buf, &finish_reason);
     let _ = write!(
@@ -158,7 +158,7 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
             .map(|fragment| {
                 let delta =
                     json!({"tool_calls": [{"index": 0, "function": {"arguments": fragment}}]});
-                chunk(reply, answer, delta, None)
+                chunk(reply, answer, &delta, None)
             })
             .collect();
         (head, content)
@@ -166,14 +166,14 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
         let head = json!({"role": "assistant", "content": ""});
         let content = chunks(&answer.text)
             .into_iter()
-            .map(|piece| chunk(reply, answer, json!({"content": piece}), None))
+            .map(|piece| chunk(reply, answer, &json!({"content": piece}), None))
             .collect();
         (head, content)
     };
     let mut tail = vec![chunk(
         reply,
         answer,
-        json!({}),
+        &json!({}),
         Some(answer.finish_reason()),
     )];
     if answer.include_usage {
@@ -190,7 +190,7 @@ pub(super) fn script(reply: &Reply, answer: &Answer) -> Script {
         "error": {"message": "Overloaded", "type": "overloaded_error", "code": "overloaded"}
     });
     Script {
-        head: vec![chunk(reply, answer, head, None)],
+        head: vec![chunk(reply, answer, &head, None)],
         content,
         tail,
         done: Some(Bytes::from_static(b"data: [DONE]\n\n")),
@@ -279,7 +279,7 @@ mod tests {
                 value["usage"] = Value::Null;
             }
             assert_eq!(
-                String::from_utf8_lossy(&chunk(&reply, &answer, delta.clone(), finish)),
+                String::from_utf8_lossy(&chunk(&reply, &answer, &delta, finish)),
                 format!("data: {value}\n\n")
             );
         }
