@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Where one request's time goes, hop by hop: client, proxy (the gateway or nginx), mock.
 
-    hops.py client PORT BODY_FILE N
-        N requests of BODY_FILE, one after the other on one kept-alive connection (the body
-        read whole, stream or not), 2 ms apart: the sequence the trace is read for.
-    hops.py parse TRACE PROXY_COMM
+    hops.py client PORT BODY_FILE N [CONNS [GAP_MS]]
+        N requests of BODY_FILE, one after the other (the body read whole, stream or not),
+        GAP_MS apart (2), on CONNS kept-alive connections (1) taken in turn: with many, each
+        connection has been idle CONNS requests long when its turn comes, as an agent's
+        connection is. The sequence the trace is read for.
+    hops.py parse TRACE PROXY_COMM [SKIP]
         reads `perf script -F comm,pid,tid,time,event,trace` of the raw_syscalls tracepoints,
-        recorded system-wide while `client` ran, and prints the median of each hop (µs).
+        recorded system-wide while `client` ran, and prints the median of each hop (µs) and
+        the 90th percentile of the whole chain, the first SKIP requests' chains left out (0;
+        with many connections, the first request of each, which the proxy accepts).
 
 A request's chain, from the system calls that carry it: the client's send; the proxy's receive
 of it and its send upstream (the request leg); the mock's receive and answer; the proxy's
@@ -50,22 +54,27 @@ HOPS = [
     "proxy wrote -> client receives",
     "client send -> its first receive (all the hops)",
 ]
+TAIL = "client send -> its first receive, p90"
 
 
-def client(port, body_file, n):
+def client(port, body_file, n, conns=1, gap_ms=2.0):
     with open(body_file, "rb") as f:
         body = f.read()
     fields = {"content-type": "application/json"}
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    conn.connect()
-    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    for _ in range(n):
+    pool = []
+    for _ in range(conns):
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pool.append(conn)
+    for i in range(n):
+        conn = pool[i % conns]
         conn.request("POST", "/v1/chat/completions", body=body, headers=fields)
         resp = conn.getresponse()
         resp.read()
         if resp.status != 200:
             sys.exit(f"answered {resp.status}")
-        time.sleep(0.002)
+        time.sleep(gap_ms / 1000)
 
 
 def events(path, proxy_comm):
@@ -114,20 +123,24 @@ def chains(evs):
     return found
 
 
-def parse(path, proxy_comm):
-    found = chains(events(path, proxy_comm))
+def parse(path, proxy_comm, skip=0):
+    found = chains(events(path, proxy_comm))[skip:]
     if not found:
         sys.exit("no request's chain found in the trace")
     print(f"chains {len(found)}")
     for k, name in enumerate(HOPS):
         print(f"{name}\t{statistics.median(c[k] for c in found):.1f}")
+    # The tail of the whole chain: the fixed-rate goals' p99 is of this, over many connections.
+    print(f"{TAIL}\t{statistics.quantiles((c[-1] for c in found), n=10)[-1]:.1f}")
 
 
 def main():
-    if len(sys.argv) == 5 and sys.argv[1] == "client":
-        client(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
-    elif len(sys.argv) == 4 and sys.argv[1] == "parse":
-        parse(sys.argv[2], sys.argv[3])
+    if 5 <= len(sys.argv) <= 7 and sys.argv[1] == "client":
+        extra = [int(sys.argv[5])] if len(sys.argv) > 5 else []
+        extra += [float(sys.argv[6])] if len(sys.argv) > 6 else []
+        client(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), *extra)
+    elif 4 <= len(sys.argv) <= 5 and sys.argv[1] == "parse":
+        parse(sys.argv[2], sys.argv[3], *[int(a) for a in sys.argv[4:]])
     else:
         sys.exit(__doc__)
 
