@@ -180,6 +180,21 @@ def report(results_path, meta_path, doc):
     def ratio(case, side, key):
         return paired(case, side, key, lambda s, d: s / d if d else float("nan"))
 
+    def versus(case, key, op, ahead, fmt):
+        # Per round, the gateway against nginx in the same round; the median, and the rounds
+        # in which the gateway was level or ahead.
+        pairs = []
+        for g in rows:
+            if g.get("case") == case and g.get("side") == "gateway" and key in g:
+                n = [x for x in rows if x.get("case") == case and x.get("side") == "nginx"
+                     and x.get("round") == g.get("round") and key in x]
+                if n:
+                    pairs.append((g[key], n[0][key]))
+        if not pairs:
+            return "n/a"
+        won = sum(1 for g, n in pairs if ahead(g, n))
+        return f"{fmt(med([op(g, n) for g, n in pairs]))} (level or ahead in {won} of {len(pairs)})"
+
     clk = meta.get("clk_tck", 100)
 
     def cpu_per_req(case, side, who):
@@ -279,24 +294,33 @@ def report(results_path, meta_path, doc):
     L.append("Goals (issue 23: faster than a bare nginx in front of the same upstream, at the rates "
              "agents send):")
     L.append("")
-    L.append("| goal | target | switchyard | nginx | |")
-    L.append("|---|---|---|---|---|")
+    L.append("| goal | target | switchyard | nginx | | switchyard against nginx, round by round |")
+    L.append("|---|---|---|---|---|---|")
     for q in rates:
         for key, name in (("p50_us", "p50"), ("p99_us", "p99")):
             ag, an = added(f"q{q}", "gateway", key), added(f"q{q}", "nginx", key)
+            vs = versus(f"q{q}", key, lambda g, n: g - n, lambda g, n: g <= n, fmt_signed_us)
             L.append(f"| added {name} latency at {q} req/s ({meta.get('rate_conc', 64)} connections) | "
                      f"no higher than nginx's | {fmt_signed_us(ag)} | {fmt_signed_us(an)} | "
-                     f"{verdict(ag, an, lambda a, b: a <= b)} |")
+                     f"{verdict(ag, an, lambda a, b: a <= b)} | {vs} |")
     for c in (64, 32):
         rg, rn = ratio(f"tp{c}", "gateway", "rps"), ratio(f"tp{c}", "nginx", "rps")
+        vs = versus(f"tp{c}", "rps", lambda g, n: g / n if n else float("nan"), lambda g, n: g >= n, fmt_x)
         L.append(f"| throughput, {c} connections (ratio to direct) | at least nginx's | {fmt_x(rg)} | "
-                 f"{fmt_x(rn)} | {verdict(rg, rn, lambda a, b: a >= b)} |")
+                 f"{fmt_x(rn)} | {verdict(rg, rn, lambda a, b: a >= b)} | {vs} |")
     tg, tn = added("ttfb", "gateway", "first_p50_ms"), added("ttfb", "nginx", "first_p50_ms")
+    vs = versus("ttfb", "first_p50_ms", lambda g, n: g - n, lambda g, n: g <= n, fmt_signed_ms)
     L.append(f"| streaming, added time to first chunk (p50) | at most nginx's | {fmt_signed_ms(tg)} | "
-             f"{fmt_signed_ms(tn)} | {verdict(tg, tn, lambda a, b: a <= b)} |")
+             f"{fmt_signed_ms(tn)} | {verdict(tg, tn, lambda a, b: a <= b)} | {vs} |")
     L.append(f"| peak RSS under load | at most {GOAL_RSS_MIB:.0f} MiB | {gw_mib:.1f} MiB | "
              f"{fmt_mib(ngx_mib)} ({ngx_procs}) | "
-             f"{verdict(gw_mib, GOAL_RSS_MIB, lambda a, b: a <= b)} |")
+             f"{verdict(gw_mib, GOAL_RSS_MIB, lambda a, b: a <= b)} | |")
+    L.append("")
+    L.append("The verdict compares the two sides' medians, each side's figure taken against the "
+             "direct run of its round. The last column compares the two proxies within each round "
+             "(the direct run cancels out of a difference of two added latencies): the median over "
+             "the rounds of the gateway's figure less nginx's (for throughput, the gateway's req/s "
+             "over nginx's), and the rounds in which the gateway was level or ahead.")
     L.append("")
     if bad_runs:
         L.append(f"**Warning:** {len(bad_runs)} run(s) had non-200 answers or errors: "
