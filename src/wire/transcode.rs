@@ -10,8 +10,7 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::chunks::{
-    count, scanned, AnswerShape, AnthropicUsage, LearnedShapes, ResponsesUsage, Scanned, Usage,
-    PROMPT_DETAILS_KEYS, USAGE_KEYS,
+    scanned, AnswerShape, AnthropicUsage, LearnedShapes, ResponsesUsage, Scanned, Usage, USAGE_KEYS,
 };
 use super::scan;
 use super::sse::SseDecoder;
@@ -251,7 +250,7 @@ pub fn fuzz_completion_usage(body: &[u8]) -> Result<Option<Usage>, TranslateErro
 /// [`native_usage`] reads it, and its shape kept for the next answer when it has a usage.
 pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage>, TranslateError> {
     if let Some(shape) = &*learned.answer.load() {
-        if let Some(usage) = shape.read(body).and_then(|spans| usage_at(body, spans)) {
+        if let Some(usage) = shape.read(body).and_then(|spans| Usage::at(body, spans)) {
             return Ok(Some(usage));
         }
     }
@@ -259,7 +258,8 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
         Some(Some((usage, counts))) => {
             // A shape keeps a copy of its body: none of a long one (nor its counts found again).
             if body.len() <= MAX_ANSWER_SHAPE {
-                let shape = counts_at(body, counts).and_then(|c| AnswerShape::of_read(body, c));
+                let shape =
+                    Usage::count_spans(body, counts).and_then(|c| AnswerShape::of_read(body, c));
                 if let Some(shape) = shape {
                     learned.answer.store(Some(Arc::new(shape)));
                 }
@@ -273,31 +273,6 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
 
 /// The longest answer whose shape a target keeps (the shape is a copy of it).
 const MAX_ANSWER_SHAPE: usize = 16 * 1024;
-
-/// The spans of a usage's four counts in an OpenAI answer: `prompt_tokens`,
-/// `completion_tokens`, `prompt_tokens_details.cached_tokens` and `.cache_write_tokens`
-/// (`None`: not there).
-type CountSpans = scan::Spans<4>;
-
-/// The usage whose counts are at `spans` of `body`.
-fn usage_at(body: &[u8], [prompt, completion, read, write]: CountSpans) -> Option<Usage> {
-    Some(Usage {
-        prompt_tokens: count(body, prompt)?,
-        completion_tokens: count(body, completion)?,
-        cache_read_tokens: count(body, read)?,
-        cache_write_tokens: count(body, write)?,
-    })
-}
-
-/// The spans of the four counts of the usage whose fields [`USAGE_KEYS`] are at `spans`;
-/// `None` when its `prompt_tokens_details` is not a plain object or `null`.
-fn counts_at(body: &[u8], [prompt, completion, details]: scan::Spans<3>) -> Option<CountSpans> {
-    let [read, write] = match scan::not_null(body, details) {
-        None => [None, None],
-        Some(details) => scan::fields_in(body, details, PROMPT_DETAILS_KEYS)?,
-    };
-    Some([prompt, completion, read, write])
-}
 
 /// [`native_usage`] of a plain `chat.completion` body (see [`scan`]), read by the scanner in
 /// one pass, with its usage's fields' spans: `None` when it is not one, for serde_json to say

@@ -118,7 +118,38 @@ impl Usage {
             prompt_tokens_details: scanned(data, details)?,
         }))
     }
+
+    /// The spans of the four counts of the usage whose fields [`USAGE_KEYS`] are at `spans`;
+    /// `None` when its `prompt_tokens_details` is not a plain object or `null`.
+    pub(in crate::wire) fn count_spans(
+        data: &[u8],
+        [prompt, completion, details]: scan::Spans<3>,
+    ) -> Option<CountSpans> {
+        let [read, write] = match scan::not_null(data, details) {
+            None => [None, None],
+            Some(details) => scan::fields_in(data, details, PROMPT_DETAILS_KEYS)?,
+        };
+        Some([prompt, completion, read, write])
+    }
+
+    /// The usage whose counts are at `spans` of `data` ([`Usage::count_spans`]): what
+    /// [`Usage::of_spans`] reads of the same usage.
+    pub(in crate::wire) fn at(
+        data: &[u8],
+        [prompt, completion, read, write]: CountSpans,
+    ) -> Option<Usage> {
+        Some(Usage {
+            prompt_tokens: count(data, prompt)?,
+            completion_tokens: count(data, completion)?,
+            cache_read_tokens: count(data, read)?,
+            cache_write_tokens: count(data, write)?,
+        })
+    }
 }
+
+/// The spans of an OpenAI usage's four counts: `prompt_tokens`, `completion_tokens`,
+/// `prompt_tokens_details.cached_tokens` and `.cache_write_tokens` (`None`: not there).
+pub(in crate::wire) type CountSpans = scan::Spans<4>;
 
 impl Scanned for PromptDetails {
     fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<PromptDetails> {
@@ -238,6 +269,9 @@ pub struct LearnedShapes {
     by_dialect: [ArcSwapOption<Shaped>; 3],
     /// The shape of an OpenAI stream's first chunk ([`ChunkTracker::open`]).
     opening: ArcSwapOption<Shaped>,
+    /// The shapes of an OpenAI stream's last chunks ([`ChunkTracker::close`]): its finish
+    /// (a chunk with choices) and its usage (one without).
+    closing: [ArcSwapOption<ChunkShape>; 2],
     /// The shape of the target's last whole OpenAI answer with a usage, the spans of its
     /// counts kept ([`crate::wire::transcode::openai_usage`]).
     pub(in crate::wire) answer: ArcSwapOption<AnswerShape>,
@@ -409,7 +443,10 @@ impl ChunkTracker {
         let read = match shaped {
             Some(read) => Some(read),
             None if self.first.is_none() => self.open(&ev.data, capture),
-            None => self.scan(&ev.data, capture, false),
+            None => match self.close(&ev.data, capture) {
+                Some(read) => Some(read),
+                None => self.scan(&ev.data, capture, false),
+            },
         };
         let Some(read) = read else {
             self.malformed += 1;
@@ -476,18 +513,29 @@ impl ChunkTracker {
         {
             self.wholes += 1;
         }
-        let Some((read, sole)) = ChunkRead::scan_noting(data, capture) else {
+        let Some((read, noted)) = ChunkRead::scan_noting(data, capture) else {
             return ChunkRead::parse(data, capture);
         };
         let opening = if opening { self.learned.as_ref() } else { None };
         if opening.is_none() && !self.makes_shapes() {
             return Some(read);
         }
-        if let Some(shape) = sole.and_then(|sole| ChunkShape::of(data, &read, sole)) {
-            match opening {
-                Some(learned) => learned.opening.store(Some(Arc::new(Shaped::Chunk(shape)))),
-                None => self.made(Shaped::Chunk(shape)),
+        let Some(shape) = ChunkShape::of(data, &read, noted) else {
+            return Some(read);
+        };
+        match (opening, shape.closes()) {
+            (Some(learned), false) => learned.opening.store(Some(Arc::new(Shaped::Chunk(shape)))),
+            (None, false) => self.made(Shaped::Chunk(shape)),
+            // A finish or a usage comes once a stream: its shape is for the target's next
+            // streams ([`ChunkTracker::close`]).
+            (None, true) => {
+                if let Some(learned) = &self.learned {
+                    let slot = usize::from(!read.choices);
+                    learned.closing[slot].store(Some(Arc::new(shape)));
+                    self.shapes += 1;
+                }
             }
+            (Some(_), true) => {}
         }
         Some(read)
     }
@@ -505,6 +553,14 @@ impl ChunkTracker {
             }
         }
         self.scan(data, capture, true)
+    }
+
+    /// An OpenAI chunk that ends a stream (its finish, its usage), read by the shapes of its
+    /// target's last streams' (`None`: none fits). A stream reads them once, whole, for as long
+    /// as its target's chunks keep their shapes.
+    fn close<'a>(&self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
+        let learned = self.learned.as_ref()?;
+        (learned.closing.iter()).find_map(|slot| slot.load().as_deref()?.read(data, capture))
     }
 
     /// Read every chunk whole, making no shape: what a shaped reading must equal (the

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::fields::Scanned;
-use super::{ChunkMeta, Usage};
+use super::{ChunkMeta, Usage, USAGE_KEYS};
 use crate::wire::scan;
 
 impl ChunkMeta {
@@ -121,12 +121,10 @@ impl<'a> ChunkRead<'a> {
 
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
     /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
-    /// then reads (or refuses) as serde_json does. Also what a [`ChunkShape`] is made of when
-    /// the chunk has one choice with a delta: its delta's fields, found in the same pass.
-    pub(super) fn scan_noting(
-        data: &'a [u8],
-        capture: bool,
-    ) -> Option<(ChunkRead<'a>, Option<SoleDelta>)> {
+    /// then reads (or refuses) as serde_json does. Also what a [`ChunkShape`] is made of: the
+    /// fields of the delta of the chunk's one choice and its usage's span, found in the same
+    /// pass.
+    pub(super) fn scan_noting(data: &'a [u8], capture: bool) -> Option<(ChunkRead<'a>, Noted)> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
         let mut sole = None;
@@ -136,10 +134,11 @@ impl<'a> ChunkRead<'a> {
             0,
             ["delta", "finish_reason"],
             |[delta, finish]| {
-                if let Some(finish) = given(finish) {
+                let finish = given(finish);
+                if let Some(finish) = &finish {
                     // Anything but a string without escapes is left to `parse` (which refuses
                     // what is not a string).
-                    if data[finish.start] != b'"' || data[finish].contains(&b'\\') {
+                    if data[finish.start] != b'"' || data[finish.clone()].contains(&b'\\') {
                         return false;
                     }
                     read.finished = true;
@@ -160,6 +159,7 @@ impl<'a> ChunkRead<'a> {
                     text: text.clone(),
                     refusal: refusal.is_some(),
                     tool,
+                    finish,
                 });
                 let said = |r: &Option<Range<usize>>| {
                     r.as_ref().is_some_and(|r| &data[r.clone()] != b"\"\"")
@@ -179,10 +179,11 @@ impl<'a> ChunkRead<'a> {
         }
         read.choices = choices > 0;
         let sole = sole.filter(|_| choices == 1);
-        read.usage = given(usage).map(|u| {
+        let usage = given(usage);
+        read.usage = usage.clone().map(|u| {
             Usage::scan(data, u.clone()).or_else(|| serde_json::from_slice(&data[u]).ok())
         });
-        Some((read, sole))
+        Some((read, Noted { sole, usage }))
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
@@ -225,56 +226,122 @@ fn add_text<'a>(said: &mut Option<Cow<'a, str>>, text: Cow<'a, str>) {
     }
 }
 
-/// What a [`ChunkShape`] is made of: the delta of a chunk's one choice, as the scanner found it.
+/// What a [`ChunkShape`] is made of, as the scanner found it in a chunk.
 #[derive(Debug)]
-pub(super) struct SoleDelta {
+pub(super) struct Noted {
+    /// The delta of the chunk's one choice (none when it has more, or none).
+    sole: Option<SoleDelta>,
+    /// The chunk's usage, when not `null`.
+    usage: Option<Range<usize>>,
+}
+
+/// The delta of a chunk's one choice.
+#[derive(Debug)]
+struct SoleDelta {
     /// Its text, when not `null`.
     text: Option<Range<usize>>,
     /// It has a refusal (not `null`).
     refusal: bool,
     /// It has a tool call (or a function call).
     tool: bool,
+    /// The choice's `finish_reason`, when not `null` (a string without escapes).
+    finish: Option<Range<usize>>,
 }
 
-/// The shape of a stream's content chunks ([`scan::Shape`]): a chunk the scanner read with one
-/// choice, a delta whose text is a string or none and no refusal, no finish, no usage and no
-/// error. A later chunk of the shape reads as the scanner would read it (without the stream's
-/// identity) from the shape's own reading and its text alone, at a tenth of a scan's cost.
+/// The shape of a stream's chunks ([`scan::Shape`]): a chunk the scanner read with no error
+/// and either one choice, whose delta's text is a string or none and has no refusal, or no
+/// choice and a usage. Its content chunks are one shape; its last chunks, the finish and the
+/// usage, are others ([`ChunkShape::closes`]). A later chunk of the shape reads as the scanner
+/// would read it (without the stream's identity) from the shape's own reading and the values
+/// kept: the text, the finish reason and the usage's counts, at a tenth of a scan's cost.
 #[derive(Debug)]
 pub(super) struct ChunkShape {
-    /// The chunk, its delta's text (when a string) kept.
-    shape: scan::Shape<1>,
+    /// The chunk; kept: its delta's text (when a string), its finish reason and its usage's
+    /// four counts ([`super::CountSpans`]), when it has them.
+    shape: scan::Shape<6>,
     /// The delta has a tool call (the chunk is content whatever its text).
     tool: bool,
+    /// The chunk has its one choice (a usage chunk has none).
+    choices: bool,
+    /// The choice has a finish reason.
+    finish: bool,
+    /// The chunk has a usage, read from the counts kept.
+    usage: bool,
 }
 
 impl ChunkShape {
-    /// The shape of `data`, a chunk [`ChunkRead::scan_noting`] read as `read` with its one
-    /// choice's delta `sole`, when it is one (see the type's docs). Not read again: the shape's
-    /// holes are found in one walk over its bytes.
-    pub(super) fn of(data: &[u8], read: &ChunkRead, sole: SoleDelta) -> Option<ChunkShape> {
-        if read.finished || read.usage.is_some() || read.error.is_some() || sole.refusal {
+    /// The shape of `data`, a chunk [`ChunkRead::scan_noting`] read as `read`, noting `noted`,
+    /// when it is one (see the type's docs). Not read again: the shape's holes are found in one
+    /// walk over its bytes.
+    pub(super) fn of(data: &[u8], read: &ChunkRead, noted: Noted) -> Option<ChunkShape> {
+        if read.error.is_some() {
             return None;
         }
-        if sole.text.as_ref().is_some_and(|t| data[t.start] != b'"') {
+        let (text, finish, tool) = match noted.sole {
+            Some(sole) if !sole.refusal => (sole.text, sole.finish, sole.tool),
+            None if !read.choices && noted.usage.is_some() => (None, None, false),
+            _ => return None,
+        };
+        if text.as_ref().is_some_and(|t| data[t.start] != b'"') {
             return None;
         }
+        // A usage whose counts read as the chunk's reading read it (not one that did not
+        // read, nor one only serde_json read).
+        let counts = match (&read.usage, noted.usage) {
+            (None, _) => [const { None }; 4],
+            (Some(Some(usage)), Some(span)) => {
+                let fields = scan::fields_in(data, span, USAGE_KEYS)?;
+                let counts = Usage::count_spans(data, fields)?;
+                if Usage::at(data, counts.clone()).as_ref() != Some(usage) {
+                    return None;
+                }
+                counts
+            }
+            _ => return None,
+        };
+        let [prompt, completion, cache_read, cache_write] = counts;
+        let finishes = finish.is_some();
+        let kept = [text, finish, prompt, completion, cache_read, cache_write];
         Some(ChunkShape {
-            shape: scan::Shape::of_read(data, [sole.text])?,
-            tool: sole.tool,
+            shape: scan::Shape::of_read(data, kept)?,
+            tool,
+            choices: read.choices,
+            finish: finishes,
+            usage: read.usage.is_some(),
         })
+    }
+
+    /// Whether chunks of this shape end a stream (a finish or a usage): they come once a
+    /// stream, and their shape is kept for the next streams, not read by in this one.
+    pub(super) fn closes(&self) -> bool {
+        self.finish || self.usage || !self.choices
     }
 
     /// `data` read, when it has this shape: as [`ChunkRead::scan_noting`] reads it without the
     /// stream's identity.
     pub(super) fn read<'a>(&self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
-        let [text] = self.shape.read(data)?;
+        let [text, finish, prompt, completion, cache_read, cache_write] = self.shape.read(data)?;
+        // What the scanner reads as a finish (else `parse`, which a shape does not stand for).
+        if let Some(finish) = finish {
+            if data[finish.start] != b'"' || data[finish].contains(&b'\\') {
+                return None;
+            }
+        }
+        let usage = match self.usage {
+            false => None,
+            true => Some(Some(Usage::at(
+                data,
+                [prompt, completion, cache_read, cache_write],
+            )?)),
+        };
         let said = text.as_ref().is_some_and(|t| &data[t.clone()] != b"\"\"");
         Some(ChunkRead {
-            choices: true,
+            choices: self.choices,
             content: u32::from(self.tool || said),
             tool_calls: self.tool,
+            finished: self.finish,
             text: text.filter(|_| capture).and_then(|t| scan::text(data, t)),
+            usage,
             ..ChunkRead::default()
         })
     }
@@ -304,7 +371,7 @@ pub fn fuzz_chunk_read(data: &[u8]) {
     let (first, rest) = data.split_at(data.iter().position(|&b| b == b'\n').unwrap_or(data.len()));
     let rest = rest.get(1..).unwrap_or_default();
     let Some(shape) = ChunkRead::scan_noting(first, true)
-        .and_then(|(read, sole)| ChunkShape::of(first, &read, sole?))
+        .and_then(|(read, noted)| ChunkShape::of(first, &read, noted))
     else {
         return;
     };

@@ -326,3 +326,82 @@ fn a_stream_starts_with_the_shapes_its_target_s_last_streams_made() {
     // Each dialect keeps its own.
     assert!(learned.slot(Dialect::Anthropic).load().is_none());
 }
+
+/// A stream's last chunks, its finish and its usage, come once a stream: their shapes are kept
+/// on the target, and its next streams read them by those shapes, each as a whole reading
+/// reads it (its usage's counts included); a finish or a usage they do not fit is read whole
+/// and its shape kept instead.
+#[test]
+fn a_stream_s_finish_and_usage_are_read_by_the_shapes_of_its_target_s_last_streams() {
+    let learned = Arc::new(LearnedShapes::default());
+    let text = |id: &str, text: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}],"usage":null}}"#
+        )
+    };
+    let finish = |id: &str, why: &str| {
+        format!(
+            r#"{{"id":"{id}","choices":[{{"index":0,"delta":{{}},"finish_reason":{why}}}],"usage":null}}"#
+        )
+    };
+    let usage = |id: &str, counts: &str| {
+        format!(r#"{{"id":"{id}","choices":[],"usage":{{"prompt_tokens":{counts}}}}}"#)
+    };
+    let details = r#"3,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":2}"#;
+    let stream = |id: &str, why: &str, counts: &str| {
+        [
+            text(id, ""),
+            text(id, "Hi"),
+            text(id, "!"),
+            finish(id, why),
+            usage(id, counts),
+        ]
+    };
+    // The first stream reads its finish and usage whole and keeps their shapes.
+    let mut first = ChunkTracker::new(true).learning(&learned);
+    for chunk in stream("a", r#""stop""#, details) {
+        first.on_event(&ev(&chunk));
+    }
+    assert_eq!(first.usage.map(|u| u.cache_read_tokens), Some(2));
+    let wholes = first.wholes;
+    assert!(learned.closing.iter().all(|slot| slot.load().is_some()));
+    // The next streams read nothing whole, their values other than the first's.
+    let details = r#"31,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":20}"#;
+    for (why, counts, wants_usage) in [
+        (r#""length""#, details, true),
+        (r#""tool_calls""#, details, false),
+    ] {
+        let mut next = ChunkTracker::new(wants_usage).learning(&learned);
+        let mut whole = ChunkTracker::new(wants_usage).without_shapes();
+        for chunk in stream("b", why, counts) {
+            let (a, b) = (next.on_event(&ev(&chunk)), whole.on_event(&ev(&chunk)));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
+            assert_eq!(next.observed(), whole.observed(), "{chunk}");
+        }
+        assert_eq!(next.wholes, 0, "{why}");
+        assert!(next.finished && next.usage_seen);
+        assert_eq!(
+            next.usage.map(|u| (u.prompt_tokens, u.cache_read_tokens)),
+            Some((31, 20))
+        );
+    }
+    // A finish the scanner leaves to serde_json (an escape), a count that is not a whole
+    // number, a usage of another shape: each read whole, as the whole reading reads it.
+    for (why, counts) in [
+        (r#""st\u006fp""#, details),
+        (
+            r#""stop""#,
+            r#"3.5,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":1}"#,
+        ),
+        (r#""stop""#, r#"3,"completion_tokens":7}"#),
+    ] {
+        let mut next = ChunkTracker::new(true).learning(&learned);
+        let mut whole = ChunkTracker::new(true).without_shapes();
+        for chunk in stream("c", why, counts) {
+            let (a, b) = (next.on_event(&ev(&chunk)), whole.on_event(&ev(&chunk)));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
+            assert_eq!(next.observed(), whole.observed(), "{chunk}");
+        }
+        assert!(next.wholes >= 1 && next.wholes < wholes, "{why} {counts}");
+    }
+}

@@ -23,8 +23,9 @@ pub struct Shape<const K: usize> {
     bytes: Box<[u8]>,
     /// Its string and number values (not its keys), in order.
     holes: Box<[Range<usize>]>,
-    /// The holes whose spans [`Shape::read`] gives, by index in `holes` (`usize::MAX`: none).
-    kept: [usize; K],
+    /// Each hole's place in what [`Shape::read`] gives (`u8::MAX`: not kept), so that a hole
+    /// read costs one look, however many are kept.
+    kept: Box<[u8]>,
 }
 
 impl<const K: usize> Shape<K> {
@@ -41,20 +42,21 @@ impl<const K: usize> Shape<K> {
     pub fn of_read(body: &[u8], kept: [Option<Range<usize>>; K]) -> Option<Self> {
         debug_assert!(super::fields(body, []).is_some(), "a body not accepted");
         let holes = holes(body);
-        let mut at = [usize::MAX; K];
-        for (at, span) in at.iter_mut().zip(kept) {
+        let mut at = vec![u8::MAX; holes.len()];
+        for (k, span) in kept.into_iter().enumerate() {
             if let Some(span) = span {
                 let n = holes.binary_search_by_key(&span.start, |h| h.start).ok()?;
-                if holes[n] != span {
+                // A value asked for twice makes no shape (no reader asks so).
+                if holes[n] != span || at[n] != u8::MAX {
                     return None;
                 }
-                *at = n;
+                at[n] = u8::try_from(k).ok()?;
             }
         }
         Some(Shape {
             bytes: body.into(),
             holes: holes.into(),
-            kept: at,
+            kept: at.into(),
         })
     }
 
@@ -112,10 +114,8 @@ impl<const K: usize> Shape<K> {
 
     /// `span` in `kept`, when hole `n` is kept.
     fn keep(&self, kept: &mut [Option<Range<usize>>; K], n: usize, span: Range<usize>) {
-        for (k, at) in self.kept.iter().enumerate() {
-            if *at == n {
-                kept[k] = Some(span.clone());
-            }
+        if let Some(k) = kept.get_mut(usize::from(self.kept[n])) {
+            *k = Some(span);
         }
     }
 }
