@@ -535,6 +535,7 @@ impl ChunkTracker {
                     self.shapes += 1;
                 }
             }
+            // A first chunk that ends its stream: not the opening of the target's next ones.
             (Some(_), true) => {}
         }
         Some(read)
@@ -555,9 +556,9 @@ impl ChunkTracker {
         self.scan(data, capture, true)
     }
 
-    /// An OpenAI chunk that ends a stream (its finish, its usage), read by the shapes of its
-    /// target's last streams' (`None`: none fits). A stream reads them once, whole, for as long
-    /// as its target's chunks keep their shapes.
+    /// An OpenAI chunk that ends a stream (its finish, its usage), read by the shapes its
+    /// target's last streams kept (`None`: none fits). A target's first stream reads them whole;
+    /// the next ones read them by shape for as long as they keep it.
     fn close<'a>(&self, data: &'a [u8], capture: bool) -> Option<ChunkRead<'a>> {
         let learned = self.learned.as_ref()?;
         (learned.closing.iter()).find_map(|slot| slot.load().as_deref()?.read(data, capture))

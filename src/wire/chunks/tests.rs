@@ -365,19 +365,24 @@ fn a_stream_s_finish_and_usage_are_read_by_the_shapes_of_its_target_s_last_strea
     assert_eq!(first.usage.map(|u| u.cache_read_tokens), Some(2));
     let wholes = first.wholes;
     assert!(learned.closing.iter().all(|slot| slot.load().is_some()));
+    // A stream read with the kept shapes, each chunk as a whole reading reads it.
+    let read_alike = |chunks: [String; 5], wants_usage: bool| {
+        let mut next = ChunkTracker::new(wants_usage).learning(&learned);
+        let mut whole = ChunkTracker::new(wants_usage).without_shapes();
+        for chunk in chunks {
+            let (a, b) = (next.on_event(&ev(&chunk)), whole.on_event(&ev(&chunk)));
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
+            assert_eq!(next.observed(), whole.observed(), "{chunk}");
+        }
+        next
+    };
     // The next streams read nothing whole, their values other than the first's.
     let details = r#"31,"completion_tokens":7,"prompt_tokens_details":{"cached_tokens":20}"#;
     for (why, counts, wants_usage) in [
         (r#""length""#, details, true),
         (r#""tool_calls""#, details, false),
     ] {
-        let mut next = ChunkTracker::new(wants_usage).learning(&learned);
-        let mut whole = ChunkTracker::new(wants_usage).without_shapes();
-        for chunk in stream("b", why, counts) {
-            let (a, b) = (next.on_event(&ev(&chunk)), whole.on_event(&ev(&chunk)));
-            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
-            assert_eq!(next.observed(), whole.observed(), "{chunk}");
-        }
+        let next = read_alike(stream("b", why, counts), wants_usage);
         assert_eq!(next.wholes, 0, "{why}");
         assert!(next.finished && next.usage_seen);
         assert_eq!(
@@ -395,13 +400,7 @@ fn a_stream_s_finish_and_usage_are_read_by_the_shapes_of_its_target_s_last_strea
         ),
         (r#""stop""#, r#"3,"completion_tokens":7}"#),
     ] {
-        let mut next = ChunkTracker::new(true).learning(&learned);
-        let mut whole = ChunkTracker::new(true).without_shapes();
-        for chunk in stream("c", why, counts) {
-            let (a, b) = (next.on_event(&ev(&chunk)), whole.on_event(&ev(&chunk)));
-            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{chunk}");
-            assert_eq!(next.observed(), whole.observed(), "{chunk}");
-        }
+        let next = read_alike(stream("c", why, counts), true);
         assert!(next.wholes >= 1 && next.wholes < wholes, "{why} {counts}");
     }
 }
