@@ -9,7 +9,6 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::fields::Scanned;
 use super::{ChunkMeta, Usage, USAGE_KEYS};
 use crate::wire::scan;
 
@@ -122,8 +121,7 @@ impl<'a> ChunkRead<'a> {
     /// The chunk read by [`crate::wire::scan`] (a few instructions a byte: every chunk of
     /// every stream is read); `None` for anything but a plain chunk, which [`ChunkRead::parse`]
     /// then reads (or refuses) as serde_json does. Also what a [`ChunkShape`] is made of: the
-    /// fields of the delta of the chunk's one choice and its usage's span, found in the same
-    /// pass.
+    /// fields of the delta of the chunk's one choice and of its usage, found in the same pass.
     pub(super) fn scan_noting(data: &'a [u8], capture: bool) -> Option<(ChunkRead<'a>, Noted)> {
         let given = |span| scan::not_null(data, span);
         let mut read = ChunkRead::default();
@@ -179,11 +177,20 @@ impl<'a> ChunkRead<'a> {
         }
         read.choices = choices > 0;
         let sole = sole.filter(|_| choices == 1);
-        let usage = given(usage);
-        read.usage = usage.clone().map(|u| {
-            Usage::scan(data, u.clone()).or_else(|| serde_json::from_slice(&data[u]).ok())
+        // The usage's counts read by the scanner (their fields kept for a shape), else by
+        // serde_json.
+        let mut usage_fields = None;
+        read.usage = given(usage).map(|u| {
+            let fields = scan::fields_in(data, u.clone(), USAGE_KEYS);
+            match fields.clone().and_then(|f| Usage::of_spans(data, f)) {
+                Some(usage) => {
+                    usage_fields = fields;
+                    Some(usage)
+                }
+                None => serde_json::from_slice(&data[u]).ok(),
+            }
         });
-        Some((read, Noted { sole, usage }))
+        Some((read, Noted { sole, usage_fields }))
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
@@ -231,8 +238,8 @@ fn add_text<'a>(said: &mut Option<Cow<'a, str>>, text: Cow<'a, str>) {
 pub(super) struct Noted {
     /// The delta of the chunk's one choice (none when it has more, or none).
     sole: Option<SoleDelta>,
-    /// The chunk's usage, when not `null`.
-    usage: Option<Range<usize>>,
+    /// The fields of the chunk's usage (`USAGE_KEYS`), when the scanner read its counts.
+    usage_fields: Option<scan::Spans<3>>,
 }
 
 /// The delta of a chunk's one choice.
@@ -257,7 +264,7 @@ struct SoleDelta {
 #[derive(Debug)]
 pub(super) struct ChunkShape {
     /// The chunk; kept: its delta's text (when a string), its finish reason and its usage's
-    /// four counts ([`super::CountSpans`]), when it has them.
+    /// four counts ([`super::usage::CountSpans`]), when it has them.
     shape: scan::Shape<6>,
     /// The delta has a tool call (the chunk is content whatever its text).
     tool: bool,
@@ -279,25 +286,18 @@ impl ChunkShape {
         }
         let (text, finish, tool) = match noted.sole {
             Some(sole) if !sole.refusal => (sole.text, sole.finish, sole.tool),
-            None if !read.choices && noted.usage.is_some() => (None, None, false),
+            None if !read.choices && noted.usage_fields.is_some() => (None, None, false),
             _ => return None,
         };
         if text.as_ref().is_some_and(|t| data[t.start] != b'"') {
             return None;
         }
-        // A usage whose counts read as the chunk's reading read it (not one that did not
-        // read, nor one only serde_json read).
-        let counts = match (&read.usage, noted.usage) {
+        // A usage whose counts the scanner read (not one only serde_json read, nor one that
+        // did not read).
+        let counts = match (&read.usage, noted.usage_fields) {
             (None, _) => [const { None }; 4],
-            (Some(Some(usage)), Some(span)) => {
-                let fields = scan::fields_in(data, span, USAGE_KEYS)?;
-                let counts = Usage::count_spans(data, fields)?;
-                if Usage::at(data, counts.clone()).as_ref() != Some(usage) {
-                    return None;
-                }
-                counts
-            }
-            _ => return None,
+            (Some(_), Some(fields)) => Usage::count_spans(data, fields)?,
+            (Some(_), None) => return None,
         };
         let [prompt, completion, cache_read, cache_write] = counts;
         let finishes = finish.is_some();
