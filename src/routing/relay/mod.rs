@@ -45,7 +45,7 @@ use self::reencode::Reencode;
 const FINISH_GRACE: Duration = Duration::from_secs(1);
 /// How long a finished stream's upstream is read to its end so its connection can be reused.
 const DRAIN_FOR: Duration = Duration::from_secs(2);
-/// The most [`Relay::gather`] gathers into one piece: the writer's own bound on what it holds
+/// The most [`Relay::gather`] joins into one piece: the writer's own bound on what it holds
 /// back to write at once.
 const GATHER: usize = 16 * 1024;
 
@@ -386,9 +386,10 @@ impl Relay {
     /// `first` and the bytes ready after it, as one piece: the events one upstream read
     /// brought go on as one frame, as the writer would write them together anyway, through
     /// each body layer and the writer's frame loop once (with the clock read once a wait,
-    /// ~2,500 instructions less a stream of 12 chunks, bench/instructions). What ends the
-    /// gathering (the stream's end, a break) is left in `after`; bytes not ready yet are not
-    /// waited for.
+    /// ~2,500 instructions less a stream of 12 chunks, bench/instructions). A piece is at most
+    /// [`GATHER`] long but for a single longer event, which goes on alone, not copied. What
+    /// ends the gathering (the stream's end, a break, bytes that would not fit) is left in
+    /// `after`; bytes not ready yet are not waited for.
     fn gather(
         &mut self,
         first: Bytes,
@@ -397,9 +398,10 @@ impl Relay {
         after: &mut Option<Step>,
     ) -> Bytes {
         let mut joined = BytesMut::new();
-        while joined.len().max(first.len()) < GATHER {
+        loop {
+            let len = joined.len().max(first.len());
             match self.poll_step(cx, timer) {
-                Poll::Ready(Step::Bytes(bytes)) => {
+                Poll::Ready(Step::Bytes(bytes)) if len + bytes.len() <= GATHER => {
                     if joined.is_empty() {
                         joined.reserve(GATHER.min(4 * (first.len() + bytes.len())));
                         joined.extend_from_slice(&first);
@@ -481,8 +483,8 @@ struct RelayStream {
     relay: Option<Box<Relay>>,
     cutting: Option<Pin<Box<dyn Future<Output = Box<Relay>> + Send>>>,
     timer: Timer,
-    /// What ended the last gathering (the stream's end, a break): taken before the relay is
-    /// polled again.
+    /// What ended the last gathering (the stream's end, a break, bytes that would not fit):
+    /// taken before the relay is polled again.
     after: Option<Step>,
 }
 
@@ -540,6 +542,7 @@ pub fn relay(
     relay_stream(committed, ctx)
 }
 
+/// [`relay`]'s stream, by its own type (which the tests poll).
 fn relay_stream(committed: Committed, ctx: RelayContext) -> RelayStream {
     let mut tracker = committed.tracker;
     let continues = ctx.continuation.is_some();
@@ -664,6 +667,17 @@ targets = [{ provider = "p", model = "m" }]
         };
         assert_eq!(piece, CHUNK.repeat(3));
         assert_eq!(poll(&mut stream), Poll::Pending);
+
+        // A piece stays within its bound: an event that would not fit goes on alone.
+        let long = CHUNK.replace("hi", &"x".repeat(GATHER));
+        let read = format!("{CHUNK}{long}data: [DONE]\n\n");
+        let mut stream = relayed(futures_util::stream::iter([Ok(Bytes::from(read))]).boxed());
+        let pieces: Vec<_> = std::iter::from_fn(|| match poll(&mut stream) {
+            Poll::Ready(piece) => piece,
+            Poll::Pending => panic!("the stream waits with everything read"),
+        })
+        .collect();
+        assert_eq!(pieces, [CHUNK.repeat(2), long, "data: [DONE]\n\n".into()]);
     }
 
     #[test]
