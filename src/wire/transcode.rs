@@ -10,7 +10,8 @@ use bytes::Bytes;
 use futures_util::stream::{BoxStream, StreamExt};
 
 use super::chunks::{
-    scanned, AnswerShape, AnthropicUsage, LearnedShapes, ResponsesUsage, Scanned, Usage, USAGE_KEYS,
+    scanned, AnswerShape, AnthropicUsage, CountSpans, LearnedShapes, ResponsesUsage, Scanned,
+    Usage, USAGE_KEYS,
 };
 use super::scan;
 use super::sse::SseDecoder;
@@ -256,11 +257,9 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
     }
     match plain_completion_usage(body) {
         Some(Some((usage, counts))) => {
-            // A shape keeps a copy of its body: none of a long one (nor its counts found again).
+            // A shape keeps a copy of its body: none of a long one.
             if body.len() <= MAX_ANSWER_SHAPE {
-                let shape =
-                    Usage::count_spans(body, counts).and_then(|c| AnswerShape::of_read(body, c));
-                if let Some(shape) = shape {
+                if let Some(shape) = AnswerShape::of_read(body, counts) {
                     learned.answer.store(Some(Arc::new(shape)));
                 }
             }
@@ -275,9 +274,9 @@ pub fn openai_usage(body: &[u8], learned: &LearnedShapes) -> Result<Option<Usage
 const MAX_ANSWER_SHAPE: usize = 16 * 1024;
 
 /// [`native_usage`] of a plain `chat.completion` body (see [`scan`]), read by the scanner in
-/// one pass, with its usage's fields' spans: `None` when it is not one, for serde_json to say
-/// why (or to accept what is not plain).
-fn plain_completion_usage(body: &[u8]) -> Option<Option<(Usage, scan::Spans<3>)>> {
+/// one pass, with the spans of its usage's counts: `None` when it is not one, for serde_json
+/// to say why (or to accept what is not plain).
+fn plain_completion_usage(body: &[u8]) -> Option<Option<(Usage, CountSpans)>> {
     let ([_, usage], choices, counts) = scan::fields_items_and_nested(
         body,
         ["choices", "usage"],
@@ -292,9 +291,7 @@ fn plain_completion_usage(body: &[u8]) -> Option<Option<(Usage, scan::Spans<3>)>
         return Some(None);
     }
     // Read in the same pass, when the usage is a plain object (else not a plain answer).
-    let counts = counts?;
-    let usage = Usage::of_spans(body, counts.clone())?;
-    Some(Some((usage, counts)))
+    Some(Some(Usage::of_fields(body, counts?)?))
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub use responses::fuzz_event_read as fuzz_responses_event_read;
 pub use responses::ResponsesProgress;
 pub(super) use responses::UsageView as ResponsesUsage;
 pub use usage::Usage;
-pub(in crate::wire) use usage::USAGE_KEYS;
+pub(in crate::wire) use usage::{CountSpans, USAGE_KEYS};
 
 /// What one upstream event means for the relay.
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{ChunkMeta, Usage, USAGE_KEYS};
+use super::{ChunkMeta, CountSpans, Usage, USAGE_KEYS};
 use crate::wire::scan;
 
 impl ChunkMeta {
@@ -177,20 +177,20 @@ impl<'a> ChunkRead<'a> {
         }
         read.choices = choices > 0;
         let sole = sole.filter(|_| choices == 1);
-        // The usage's counts read by the scanner (their fields kept for a shape), else by
+        // The usage's counts read by the scanner (their spans kept for a shape), else by
         // serde_json.
-        let mut usage_fields = None;
+        let mut usage_counts = None;
         read.usage = given(usage).map(|u| {
             let fields = scan::fields_in(data, u.clone(), USAGE_KEYS);
-            match fields.clone().and_then(|f| Usage::of_spans(data, f)) {
-                Some(usage) => {
-                    usage_fields = fields;
+            match fields.and_then(|f| Usage::of_fields(data, f)) {
+                Some((usage, counts)) => {
+                    usage_counts = Some(counts);
                     Some(usage)
                 }
                 None => serde_json::from_slice(&data[u]).ok(),
             }
         });
-        Some((read, Noted { sole, usage_fields }))
+        Some((read, Noted { sole, usage_counts }))
     }
 
     /// The chunk read by serde_json; `None` when it is not an OpenAI chunk.
@@ -238,8 +238,8 @@ fn add_text<'a>(said: &mut Option<Cow<'a, str>>, text: Cow<'a, str>) {
 pub(super) struct Noted {
     /// The delta of the chunk's one choice (none when it has more, or none).
     sole: Option<SoleDelta>,
-    /// The fields of the chunk's usage (`USAGE_KEYS`), when the scanner read its counts.
-    usage_fields: Option<scan::Spans<3>>,
+    /// The spans of the chunk's usage's four counts, when the scanner read them.
+    usage_counts: Option<CountSpans>,
 }
 
 /// The delta of a chunk's one choice.
@@ -286,7 +286,7 @@ impl ChunkShape {
         }
         let (text, finish, tool) = match noted.sole {
             Some(sole) if !sole.refusal => (sole.text, sole.finish, sole.tool),
-            None if !read.choices && noted.usage_fields.is_some() => (None, None, false),
+            None if !read.choices && noted.usage_counts.is_some() => (None, None, false),
             _ => return None,
         };
         if text.as_ref().is_some_and(|t| data[t.start] != b'"') {
@@ -294,9 +294,9 @@ impl ChunkShape {
         }
         // A usage whose counts the scanner read (not one only serde_json read, nor one that
         // did not read).
-        let counts = match (&read.usage, noted.usage_fields) {
+        let counts = match (&read.usage, noted.usage_counts) {
             (None, _) => [const { None }; 4],
-            (Some(_), Some(fields)) => Usage::count_spans(data, fields)?,
+            (Some(_), Some(counts)) => counts,
             (Some(_), None) => return None,
         };
         let [prompt, completion, cache_read, cache_write] = counts;

@@ -1,10 +1,10 @@
 //! A stream's and an answer's token counts in the one meaning the gateway keeps ([`Usage`]),
-//! and how an OpenAI `usage` object is read into it: by the scanner (its fields' spans, which a
+//! and how an OpenAI `usage` object is read into it: by the scanner (its counts' spans, which a
 //! shape keeps) or by serde_json.
 
 use serde::Deserialize;
 
-use super::fields::{count, scanned, Scanned};
+use super::fields::{count, Scanned};
 use crate::wire::scan;
 
 /// Token counts as OpenAI counts them: `prompt_tokens` is every input token, those the prompt
@@ -78,23 +78,20 @@ impl From<OpenAiUsage> for Usage {
 }
 
 impl Usage {
-    /// The usage whose `prompt_tokens`, `completion_tokens` and `prompt_tokens_details` the
-    /// scanner found at `spans` of `data`, read as serde_json reads an [`OpenAiUsage`]; `None`
-    /// when they do not read so.
-    pub(in crate::wire) fn of_spans(
+    /// The usage whose fields [`USAGE_KEYS`] the scanner found at `fields` of `data`, read as
+    /// serde_json reads an [`OpenAiUsage`], with the spans of its four counts (for a shape to
+    /// keep); `None` when they do not read so.
+    pub(in crate::wire) fn of_fields(
         data: &[u8],
-        [prompt, completion, details]: scan::Spans<3>,
-    ) -> Option<Usage> {
-        Some(Usage::from(OpenAiUsage {
-            prompt_tokens: count(data, prompt)?,
-            completion_tokens: count(data, completion)?,
-            prompt_tokens_details: scanned(data, details)?,
-        }))
+        fields: scan::Spans<3>,
+    ) -> Option<(Usage, CountSpans)> {
+        let counts = Usage::count_spans(data, fields)?;
+        Some((Usage::at(data, counts.clone())?, counts))
     }
 
     /// The spans of the four counts of the usage whose fields [`USAGE_KEYS`] are at `spans`;
     /// `None` when its `prompt_tokens_details` is not a plain object or `null`.
-    pub(in crate::wire) fn count_spans(
+    fn count_spans(
         data: &[u8],
         [prompt, completion, details]: scan::Spans<3>,
     ) -> Option<CountSpans> {
@@ -105,8 +102,8 @@ impl Usage {
         Some([prompt, completion, read, write])
     }
 
-    /// The usage whose counts are at `spans` of `data` ([`Usage::count_spans`]): what
-    /// [`Usage::of_spans`] reads of the same usage.
+    /// The usage whose counts are at `spans` of `data` ([`Usage::of_fields`]'s), as serde_json
+    /// reads them (absent: 0).
     pub(in crate::wire) fn at(
         data: &[u8],
         [prompt, completion, read, write]: CountSpans,
@@ -122,22 +119,12 @@ impl Usage {
 
 /// The spans of an OpenAI usage's four counts: `prompt_tokens`, `completion_tokens`,
 /// `prompt_tokens_details.cached_tokens` and `.cache_write_tokens` (`None`: not there).
-type CountSpans = scan::Spans<4>;
-
-impl Scanned for PromptDetails {
-    fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<PromptDetails> {
-        let [read, write] = scan::fields_in(data, span, PROMPT_DETAILS_KEYS)?;
-        Some(PromptDetails {
-            cached_tokens: count(data, read)?,
-            cache_write_tokens: count(data, write)?,
-        })
-    }
-}
+pub(in crate::wire) type CountSpans = scan::Spans<4>;
 
 /// The keys of an OpenAI `prompt_tokens_details` that [`Usage`] reads: the cache's counts.
 const PROMPT_DETAILS_KEYS: [&str; 2] = ["cached_tokens", "cache_write_tokens"];
 
-/// The keys of an OpenAI `usage` that [`Usage`] reads, in [`Usage::of_spans`]'s order.
+/// The keys of an OpenAI `usage` that [`Usage`] reads, in [`Usage::of_fields`]'s order.
 pub(in crate::wire) const USAGE_KEYS: [&str; 3] = [
     "prompt_tokens",
     "completion_tokens",
@@ -146,6 +133,6 @@ pub(in crate::wire) const USAGE_KEYS: [&str; 3] = [
 
 impl Scanned for Usage {
     fn scan(data: &[u8], span: std::ops::Range<usize>) -> Option<Usage> {
-        Usage::of_spans(data, scan::fields_in(data, span, USAGE_KEYS)?)
+        Usage::of_fields(data, scan::fields_in(data, span, USAGE_KEYS)?).map(|(usage, _)| usage)
     }
 }
