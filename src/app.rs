@@ -251,6 +251,9 @@ impl Server {
             #[cfg(all(unix, not(any(target_os = "solaris", target_os = "illumos"))))]
             socket.set_reuseport(true)?;
             socket.bind(bound)?;
+            // Before it listens, so that every connection has it from the listener (see
+            // `conn::no_delay_from`).
+            socket.set_nodelay(true)?;
             let listener = socket.listen(1024)?;
             bound = listener.local_addr()?;
             listeners.push(listener.into_std()?);

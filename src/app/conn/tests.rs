@@ -1,11 +1,11 @@
-//! The connection's timer.
+//! The connection's timer, and its no-delay.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use super::{Armed, ConnSlot, ConnState, Ended, Gate};
+use super::{no_delay_from, Armed, ConnSlot, ConnState, Ended, Gate};
 
 /// A waker that counts its wakes.
 struct Wakes(AtomicUsize);
@@ -73,4 +73,23 @@ async fn a_timer_set_for_a_head_does_not_wake_the_connection_once_the_head_came(
         state.poll_due(timer.as_mut(), &mut armed, &mut cx),
         Poll::Ready(Ended::IdleTimeout)
     ));
+}
+
+/// A connection accepted on the gateway's own listeners has `TCP_NODELAY` (its small writes,
+/// SSE events among them, leave at once) from the listener where the kernel copies it (Linux:
+/// no system call a connection). On a listener bound without it, as a caller of
+/// `app::serve` may bind one, its connections do not, and each sets its own.
+#[tokio::test]
+async fn a_connection_has_no_delay_from_the_gateway_s_listener() {
+    let server = crate::app::Server::bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let addr = server.local_addr();
+    let listener = server.listeners.into_iter().next().unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    assert_eq!(no_delay_from(&listener), cfg!(target_os = "linux"));
+    let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (accepted, _) = listener.accept().await.unwrap();
+    assert!(!no_delay_from(&listener) || accepted.nodelay().unwrap());
+
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    assert!(!no_delay_from(&plain));
 }
