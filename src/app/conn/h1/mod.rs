@@ -56,6 +56,11 @@ const MAX_FIELDS: usize = 100;
 /// of `READ`.
 const MIN_ROOM: usize = 1024;
 const READ: usize = 8 * 1024;
+/// The room a connection's response head starts with (a gateway's answer head is ~300 bytes).
+const HEAD_ROOM: usize = 512;
+/// The room a connection's request fields start with (most clients send fewer; an official
+/// SDK ~17).
+const FIELDS_ROOM: usize = 16;
 /// A body frame up to this long is copied behind what waits to be written, to leave with
 /// the frames ready after it in one write; what waits is written once it is this long.
 const COALESCE: usize = 16 * 1024;
@@ -80,8 +85,10 @@ pub(super) async fn serve(
     let mut conn = Conn {
         tcp,
         buf: BytesMut::new(),
-        head: Vec::new(),
-        fields: Vec::new(),
+        // Room for what most requests and answers take, made once for the connection: grown
+        // from nothing, the head reallocated six times on a new connection's first answer.
+        head: Vec::with_capacity(HEAD_ROOM),
+        fields: Vec::with_capacity(FIELDS_ROOM),
     };
     // Whether the drain began is read from a second receiver (an atomic load); the future
     // is polled once, for the connection's task to be woken when it begins (a poll takes a
