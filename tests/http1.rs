@@ -1,8 +1,8 @@
 //! The client connection's HTTP/1.1 on the wire, byte by byte: what the gateway serves itself
 //! (`app::conn::h1`: pipelined requests, a body that arrives after its head, a stream sent in
-//! chunks, a client that goes away) and what it hands to hyper from the request where it
-//! begins (chunked bodies, `expect`, HTTP/1.0, `HEAD`, `connection: close`, a head too long
-//! or not HTTP at all), each followed by another request on the same connection where the
+//! chunks, a client that goes away, a request that asks to close) and what it hands to hyper
+//! from the request where it begins (chunked bodies, `expect`, HTTP/1.0, `HEAD`, a head too
+//! long or not HTTP at all), each followed by another request on the same connection where the
 //! protocol keeps it open.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -279,8 +279,8 @@ async fn a_client_gone_mid_request_cancels_the_call() {
     gw.stop().await;
 }
 
-/// A chunked body, `expect: 100-continue`, `HEAD`, HTTP/1.0 and `connection: close` are
-/// served by hyper, from the request on, on the same connection as requests before them.
+/// A chunked body, `expect: 100-continue`, `HEAD` and HTTP/1.0 are served by hyper, from the
+/// request on, on the same connection as requests before them.
 #[tokio::test]
 async fn what_the_gateway_does_not_serve_itself_hyper_serves() {
     let (_m, gw) = gateway().await;
@@ -342,8 +342,14 @@ async fn what_the_gateway_does_not_serve_itself_hyper_serves() {
     let resp = c.response(false).await;
     assert_eq!((resp.status, resp.body.as_str()), (200, "ok"), "{resp:?}");
     assert!(c.closed().await);
+    gw.stop().await;
+}
 
-    // `connection: close` after a request served by the gateway: answered, then closed.
+/// A request that asks to close (`connection: close`), after one that did not: answered
+/// with `connection: close`, then the connection is closed; a completion's answer too.
+#[tokio::test]
+async fn a_request_that_asks_to_close_is_answered_then_closed() {
+    let (_m, gw) = gateway().await;
     let mut c = Client::connect(&gw).await;
     c.healthz().await;
     c.send(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
@@ -353,6 +359,20 @@ async fn what_the_gateway_does_not_serve_itself_hyper_serves() {
         (resp.status, resp.field("connection")),
         (200, Some("close"))
     );
+    assert!(c.closed().await);
+
+    let json = chat_json(false);
+    let mut c = Client::connect(&gw).await;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         Connection: Close\r\ncontent-length: {}\r\n\r\n{json}",
+        json.len()
+    );
+    c.send(request.as_bytes()).await;
+    let resp = c.response(false).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert!(resp.body.contains("choices"), "{resp:?}");
+    assert_eq!(resp.field("connection"), Some("close"), "{resp:?}");
     assert!(c.closed().await);
     gw.stop().await;
 }

@@ -11,7 +11,7 @@
 //!
 //! What it serves: HTTP/1.1 requests in origin form whose body, if any, is framed by one
 //! `content-length` no larger than `max_body`, without `expect`, `upgrade`, or `connection`
-//! other than `keep-alive`; a head of at most [`MAX_HEAD`] and [`MAX_FIELDS`] fields.
+//! other than `keep-alive` or `close` (answered, then closed); a head of at most [`MAX_HEAD`] and [`MAX_FIELDS`] fields.
 //! Anything else (HTTP/1.0, chunked bodies, `expect: 100-continue`, `HEAD`, `CONNECT`, a head
 //! that does not parse, HTTP/2's preface) hands the connection to hyper from that request on,
 //! with the bytes already read: hyper's answers to what it refuses stay what they were.
@@ -149,6 +149,7 @@ pub(super) async fn serve(
             Turn::Hyper => return Outcome::Hyper(conn.tcp, conn.buf.freeze()),
             Turn::End(ended) => return Outcome::Ended(ended),
         };
+        let asked_close = head.close;
         let Some((request, mut feed)) = conn.request(head) else {
             return Outcome::Hyper(conn.tcp, conn.buf.freeze());
         };
@@ -170,7 +171,7 @@ pub(super) async fn serve(
             return Outcome::Ended(Ended::Served);
         };
         shutting_down = shutting_down || draining_now();
-        let close = shutting_down;
+        let close = shutting_down || asked_close;
         if !conn.respond(resp, close, &mut feed).await || close || feed.left > 0 {
             let _ = poll_fn(|cx| Pin::new(&mut conn.tcp).poll_shutdown(cx)).await;
             return Outcome::Ended(Ended::Served);

@@ -15,6 +15,9 @@ pub(super) struct Head {
     pub(super) method: Method,
     pub(super) target: (usize, usize),
     pub(super) body: usize,
+    /// The client asked for the connection to be closed after the answer (`connection:
+    /// close`).
+    pub(super) close: bool,
 }
 
 /// A field of a head: its name (one of [`KNOWN_NAMES`], or where it is in the head) and where
@@ -72,6 +75,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Vec<Field>, max_body: usize) -> Par
     };
     fields.clear();
     let mut body = None;
+    let mut close = false;
     for field in &*req.headers {
         let name = field.name.as_bytes();
         let known = known_name(name);
@@ -82,13 +86,18 @@ pub(super) fn parse(buf: &[u8], fields: &mut Vec<Field>, max_body: usize) -> Par
                 (None, Some(n)) if n <= max_body => body = Some(n),
                 _ => return Parse::Hyper,
             }
-        } else if (known == Some(Known::Connection)
-            && !field.value.eq_ignore_ascii_case(b"keep-alive"))
-            || (known.is_none()
-                && (name.eq_ignore_ascii_case(b"transfer-encoding")
-                    || name.eq_ignore_ascii_case(b"expect")
-                    || name.eq_ignore_ascii_case(b"upgrade")
-                    || name.len() > MAX_NAME))
+        } else if known == Some(Known::Connection) {
+            // `close`: answered, then closed, as hyper does; any other option is hyper's.
+            if field.value.eq_ignore_ascii_case(b"close") {
+                close = true;
+            } else if !field.value.eq_ignore_ascii_case(b"keep-alive") {
+                return Parse::Hyper;
+            }
+        } else if known.is_none()
+            && (name.eq_ignore_ascii_case(b"transfer-encoding")
+                || name.eq_ignore_ascii_case(b"expect")
+                || name.eq_ignore_ascii_case(b"upgrade")
+                || name.len() > MAX_NAME)
         {
             // (httparse takes a name of token bytes, as `http` does, of any length.)
             return Parse::Hyper;
@@ -104,6 +113,7 @@ pub(super) fn parse(buf: &[u8], fields: &mut Vec<Field>, max_body: usize) -> Par
         method,
         target: at(target.as_bytes()),
         body: body.unwrap_or(0),
+        close,
     })
 }
 

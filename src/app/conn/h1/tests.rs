@@ -42,7 +42,12 @@ fn a_plain_request_is_served_here() {
     assert!(matches!(parsed("GET /healthz HTTP/1.1\r\n\r\n"), Parse::Head(h) if h.body == 0));
     assert!(matches!(
         parsed("GET / HTTP/1.1\r\nConnection: Keep-Alive\r\n\r\n"),
-        Parse::Head(_)
+        Parse::Head(h) if !h.close
+    ));
+    // Asked to close: served here, and closed after the answer.
+    assert!(matches!(
+        parsed("POST / HTTP/1.1\r\nConnection: Close\r\nContent-Length: 0\r\n\r\n"),
+        Parse::Head(h) if h.close
     ));
 }
 
@@ -220,7 +225,8 @@ fn what_this_path_does_not_serve_is_hyper_s() {
         "POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
         "POST / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n",
         "GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n",
-        "GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: close, te\r\n\r\n",
+        "GET / HTTP/1.1\r\nConnection: upgrade\r\n\r\n",
         "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
         "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
         "\x16\x03\x01\x02\x00\x01",
