@@ -345,8 +345,9 @@ async fn what_the_gateway_does_not_serve_itself_hyper_serves() {
     gw.stop().await;
 }
 
-/// A request that asks to close (`connection: close`), after one that did not: answered
-/// with `connection: close`, then the connection is closed; a completion's answer too.
+/// A request that asks to close (`connection: close`) is answered with `connection: close`,
+/// then its connection is closed: after a request that did not ask, and as a connection's
+/// first request (a completion).
 #[tokio::test]
 async fn a_request_that_asks_to_close_is_answered_then_closed() {
     let (_m, gw) = gateway().await;

@@ -11,7 +11,8 @@
 //!
 //! What it serves: HTTP/1.1 requests in origin form whose body, if any, is framed by one
 //! `content-length` no larger than `max_body`, without `expect`, `upgrade`, or `connection`
-//! other than `keep-alive` or `close` (answered, then closed); a head of at most [`MAX_HEAD`] and [`MAX_FIELDS`] fields.
+//! other than `keep-alive` or `close` (answered, then closed); a head of at most
+//! [`MAX_HEAD`] and [`MAX_FIELDS`] fields.
 //! Anything else (HTTP/1.0, chunked bodies, `expect: 100-continue`, `HEAD`, `CONNECT`, a head
 //! that does not parse, HTTP/2's preface) hands the connection to hyper from that request on,
 //! with the bytes already read: hyper's answers to what it refuses stay what they were.
