@@ -462,6 +462,16 @@ impl Routing {
         })
     }
 
+    /// The table of a config given as TOML, with a registry of its own: for unit tests.
+    #[cfg(test)]
+    pub(crate) fn of_toml(toml: &str) -> (Routing, Arc<Registry>) {
+        let config = Config::from_toml(toml, &|_| None).unwrap_or_else(|e| panic!("{e}"));
+        let metrics = Registry::new();
+        let shared = Shared::new(metrics.clone(), 1 << 20);
+        let routing = Routing::build(Arc::new(config), &shared).unwrap_or_else(|e| panic!("{e}"));
+        (routing, metrics)
+    }
+
     /// The route clients reach with `model`.
     pub fn route(&self, name: &str) -> Option<&Arc<Route>> {
         self.routes.get(name)

@@ -21,11 +21,7 @@ base_url = "http://127.0.0.1:1/v1"
 name = "r"
 targets = [{ provider = "p", model = "m" }]
 "#;
-    let config =
-        crate::config::Config::from_toml(toml, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-    let shared = crate::routing::Shared::new(crate::metrics::Registry::new(), 1 << 20);
-    let routing =
-        crate::routing::Routing::build(Arc::new(config), &shared).unwrap_or_else(|e| panic!("{e}"));
+    let (routing, _) = crate::routing::Routing::of_toml(toml);
     let route = routing.route("r").cloned().expect("the route");
     let now = Instant::now();
     let ctx = RelayContext {

@@ -152,11 +152,7 @@ interval = "5s"
 "#;
 
     fn table() -> (Routing, Arc<Registry>) {
-        let config = Config::from_toml(CONFIG, &|_| None).unwrap_or_else(|e| panic!("{e}"));
-        let metrics = Registry::new();
-        let shared = Shared::new(metrics.clone(), 1 << 20);
-        let routing = Routing::build(Arc::new(config), &shared).unwrap_or_else(|e| panic!("{e}"));
-        (routing, metrics)
+        Routing::of_toml(CONFIG)
     }
 
     /// Without an adaptive route the task sleeps until a reload; with one, until its next
