@@ -23,10 +23,13 @@ import re
 import statistics
 import sys
 
+from hops import RECV as RECV_NR, SEND as SEND_NR
+
 LINE = re.compile(r"^\s*(\S+)\s+(\d+)/(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)$")
 CALL = re.compile(r"NR (\d+)(?: \(([0-9a-f]+), ([0-9a-f]+), ([0-9a-f]+))?(?: = (-?\d+))?")
-RECV = {"0", "45"}  # read, recvfrom
-SEND = {"1", "20", "44", "46"}  # write, writev, sendto, sendmsg
+# What reads and writes a socket (bench/hops.py's numbers), as the trace writes them.
+RECV = {str(nr) for nr in RECV_NR}
+SEND = {str(nr) for nr in SEND_NR}
 CONNECT, ACCEPT4, EPOLL_WAIT = "42", "288", "232"
 
 

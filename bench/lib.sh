@@ -53,6 +53,44 @@ start_mock() {
     [[ -n $MOCK_ADDR ]] || die "the mock did not start: $(cat "$WORK/mock.err")"
 }
 
+# The gateway (BIN, at PRIO) in front of the mock at MOCK_ADDR with the benches' minimal config
+# (one route, `bench`, to the mock's model `m`; audit off); sets GW_PORT and GW_PID.
+start_gateway() {
+    GW_PORT=$(free_port)
+    cat >"$WORK/gateway.toml" <<TOML
+[server]
+listen = "127.0.0.1:$GW_PORT"
+
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "http://$MOCK_ADDR/v1"
+
+[[routes]]
+name = "bench"
+targets = [{ provider = "mock", model = "m" }]
+
+[audit]
+store = "off"
+TOML
+    "${PRIO[@]}" "$BIN" serve -c "$WORK/gateway.toml" >"$WORK/gateway.out" 2>"$WORK/gateway.err" &
+    GW_PID=$!
+    PIDS+=("$GW_PID")
+    wait_http "http://127.0.0.1:$GW_PORT/healthz" || die "the gateway did not start: $(tail -n 5 "$WORK/gateway.err")"
+}
+
+# A bare nginx (bench/nginx.sh's, at PRIO) in front of the mock at MOCK_ADDR; sets NGX_PORT and
+# NGX_PID.
+start_nginx() {
+    NGX_PORT=$(free_port)
+    nginx_conf "$WORK/nginx" "$NGX_PORT" "$MOCK_ADDR"
+    "${PRIO[@]}" nginx -p "$WORK/nginx" -e "$WORK/nginx/logs/error.log" -c "$WORK/nginx/nginx.conf" \
+        >"$WORK/nginx.out" 2>&1 &
+    NGX_PID=$!
+    PIDS+=("$NGX_PID")
+    nginx_up "http://127.0.0.1:$NGX_PORT/" || die "nginx did not start: $(cat "$WORK/nginx.out")"
+}
+
 # PID... -> their utime+stime in clock ticks, summed.
 ticks() {
     local t=0 pid
