@@ -74,10 +74,11 @@ fn scaled(d: Duration, scale: f64, floor: Duration) -> String {
 
 /// The demo's config. Breaker timings are the contract's defaults shrunk to the demo's length
 /// (a 60 s demo holds a tripped target 4 s, probes every 1.5 s, ramps over 5 s), and so is the
-/// volume the failure-share rule waits for (5 requests in the window, not 20: a target sees a
-/// few requests a second here, and a run of failures alone is not enough when a slow answer
-/// started before the outage ends well inside it); the retry budget is roomier than the
-/// default so that the scripted outage never spends it.
+/// volume its rules wait for: 5 requests in the window, not 20, and a run of 3 failures on a
+/// healthy target, not 5. A target sees a few requests a second here, fewer once the adaptive
+/// route has moved its share away: a short demo's outage can leave each of the primary's two
+/// targets with four failed calls, and the breaker would then never open in it. The retry
+/// budget is roomier than the default so that the scripted outage never spends it.
 pub(super) fn config_toml(mocks: &Mocks, audit_db: &Path, duration: Duration) -> String {
     let s = duration.as_secs_f64() / 60.0;
     let ms = Duration::from_millis;
@@ -115,6 +116,7 @@ request_timeout = "20s"
 [defaults.breaker]
 window = "{window}"
 min_requests = 5
+consecutive_failures = 3
 open_for = "{open_for}"
 open_for_max = "{open_for_max}"
 probe_interval = "{probe_interval}"
