@@ -157,6 +157,39 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
     ));
 }
 
+/// A route of one target has no other to continue a broken stream on: with continuation on
+/// (the default) its stream ends as it does with continuation off.
+#[tokio::test]
+async fn a_one_target_route_ends_a_cut_stream_as_without_continuation() {
+    let m = mocks(1).await;
+    let gw = Gateway::start(&config(&m, "")).await;
+    m[0].set_plan(FaultPlan {
+        cut_after_chunks: Some(3),
+        ..Default::default()
+    });
+    let (resp, events) = stream(&gw, chat_body(true)).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(stream_text(&events).split(' ').count(), 3);
+    assert!(!done(&events));
+    let finish: Vec<_> = events
+        .iter()
+        .filter_map(|e| e["choices"][0]["finish_reason"].as_str())
+        .collect();
+    assert_eq!(finish, ["error"]);
+    let err = events.last().unwrap();
+    assert_eq!(err["error"]["code"], "stream_interrupted");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the answer from p0/model-0 is incomplete"),
+        "{message}"
+    );
+    assert_eq!(
+        m[0].requests().len(),
+        1,
+        "no second call for a continuation"
+    );
+}
+
 #[tokio::test]
 async fn an_in_band_error_after_the_first_token_is_reported() {
     let m = mocks(1).await;

@@ -19,7 +19,6 @@ use super::select::Picked;
 use super::Route;
 use crate::boxed::pinned;
 use crate::clock::after;
-use crate::config::MidStream;
 
 /// One attempt that finished (answered or failed).
 pub(super) struct Done {
@@ -92,7 +91,7 @@ pub(super) fn launch<'a>(
             req.trace.map_or(0, |t| t.attempt_span(seq)),
         );
         let dialect = forward.answer_dialect();
-        let continues = policy.mid_stream == MidStream::Continue;
+        let continues = route.continues_streams();
         let ended;
         let result = if req.stream {
             let first_token_deadline =
