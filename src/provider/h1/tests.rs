@@ -250,6 +250,61 @@ async fn the_body_s_length_is_known_from_its_head() {
     assert_eq!(resp.body.exact_len(), None);
 }
 
+/// The pieces `reads` (a chunked answer) give, each piece's bytes and whether the body had
+/// ended after it; then the error the body ended with, if any.
+async fn chunked_pieces(reads: &[&[u8]]) -> (Vec<(String, bool)>, Option<String>) {
+    let mut all = vec![b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()];
+    all.extend(reads.iter().map(|r| r.to_vec()));
+    let mut body = Conn::new(Script::reading(all))
+        .send(&post(), &Defaults::default())
+        .await
+        .unwrap()
+        .body;
+    let mut pieces = Vec::new();
+    while let Some(piece) = poll_fn(|cx| body.poll_data(cx)).await {
+        match piece {
+            Ok(p) => pieces.push((String::from_utf8(p.to_vec()).unwrap(), body.is_end_stream())),
+            Err(e) => return (pieces, Some(e.to_string())),
+        }
+    }
+    (pieces, None)
+}
+
+/// The chunks one read brings go on as one piece (a stream's events, a chunk each, through
+/// every layer once); what is not read yet is not waited for, and an error after them is
+/// reported once they are out.
+#[tokio::test]
+async fn the_chunks_read_together_are_one_piece() {
+    let piece = |s: &str, ended| (s.to_owned(), ended);
+    // Three chunks and the body's end in one read: one piece, the body ended with it.
+    let (pieces, error) = chunked_pieces(&[b"2\r\nab\r\n3\r\ncde\r\n1\r\nf\r\n0\r\n\r\n"]).await;
+    assert_eq!((pieces, error), (vec![piece("abcdef", true)], None));
+    // A chunk read in part joins what came before it; its rest is the next piece.
+    let (pieces, error) = chunked_pieces(&[b"2\r\nab\r\n4\r\ncd", b"ef\r\n0\r\n\r\n"]).await;
+    assert_eq!(
+        (pieces, error),
+        (vec![piece("abcd", false), piece("ef", true)], None)
+    );
+    // A chunk-size line read in part, or trailers: the piece ends before them.
+    let (pieces, error) = chunked_pieces(&[
+        b"2\r\nab\r\n1",
+        b"0\r\n0123456789abcdef\r\n0\r\nx: 1\r",
+        b"\n\r\n",
+    ])
+    .await;
+    assert_eq!(
+        (pieces, error),
+        (
+            vec![piece("ab", false), piece("0123456789abcdef", false)],
+            None
+        )
+    );
+    // A bad chunk after good ones: they go on, then the error.
+    let (pieces, error) = chunked_pieces(&[b"2\r\nab\r\nzz\r\ncd\r\n"]).await;
+    assert_eq!(pieces, vec![piece("ab", false)]);
+    assert!(error.is_some_and(|e| e.contains("chunk size")));
+}
+
 /// The error reading `answer` (in one piece).
 async fn refusal(answer: &[u8]) -> String {
     match exchange(Script::reading([answer.to_vec()])).await {
