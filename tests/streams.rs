@@ -115,15 +115,15 @@ async fn errors_before_the_first_token_fail_over() {
     }
 }
 
-#[tokio::test]
-async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
-    let m = mocks(2).await;
-    let gw = Gateway::start(&config(&m, "mid_stream = \"error\"")).await;
-    m[0].set_plan(FaultPlan {
+/// The stream the route's first target cuts after three chunks, checked to end as a broken
+/// stream does (three words, no `[DONE]`, one `finish_reason: "error"`, an error event last);
+/// that event's message.
+async fn cut_after_three(gw: &Gateway, first: &switchyard::mock::MockServer) -> String {
+    first.set_plan(FaultPlan {
         cut_after_chunks: Some(3),
         ..Default::default()
     });
-    let (resp, events) = stream(&gw, chat_body(true)).await;
+    let (resp, events) = stream(gw, chat_body(true)).await;
     assert_eq!(resp.status(), 200, "headers went out at the first token");
     let text = stream_text(&events);
     assert!(
@@ -141,10 +141,15 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
     assert_eq!(finish, ["error"]);
     let err = events.last().unwrap();
     assert_eq!(err["error"]["code"], "stream_interrupted");
-    assert!(err["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("p0/model-0"));
+    err["error"]["message"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
+    let m = mocks(2).await;
+    let gw = Gateway::start(&config(&m, "mid_stream = \"error\"")).await;
+    let message = cut_after_three(&gw, &m[0]).await;
+    assert!(message.contains("p0/model-0"), "{message}");
     let metrics = metrics(&gw).await;
     assert!(
         metrics.contains(
@@ -163,22 +168,7 @@ async fn a_cut_after_the_first_token_ends_with_an_error_not_a_short_answer() {
 async fn a_one_target_route_ends_a_cut_stream_as_without_continuation() {
     let m = mocks(1).await;
     let gw = Gateway::start(&config(&m, "")).await;
-    m[0].set_plan(FaultPlan {
-        cut_after_chunks: Some(3),
-        ..Default::default()
-    });
-    let (resp, events) = stream(&gw, chat_body(true)).await;
-    assert_eq!(resp.status(), 200);
-    assert_eq!(stream_text(&events).split(' ').count(), 3);
-    assert!(!done(&events));
-    let finish: Vec<_> = events
-        .iter()
-        .filter_map(|e| e["choices"][0]["finish_reason"].as_str())
-        .collect();
-    assert_eq!(finish, ["error"]);
-    let err = events.last().unwrap();
-    assert_eq!(err["error"]["code"], "stream_interrupted");
-    let message = err["error"]["message"].as_str().unwrap();
+    let message = cut_after_three(&gw, &m[0]).await;
     assert!(
         message.starts_with("the answer from p0/model-0 is incomplete"),
         "{message}"
