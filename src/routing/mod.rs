@@ -128,7 +128,7 @@ impl Route {
     /// Whether a stream that breaks after its first content is continued on another target:
     /// asked for (`mid_stream = "continue"`, the default) and possible. A continuation is
     /// asked of a target that has not streamed the answer, so a route of one target never
-    /// has one, and its streams do not keep their text for one (~5,500 instructions a stream
+    /// has one, and its streams do not keep their text for one (~4,000 instructions a stream
     /// of 12 chunks, bench/instructions).
     pub fn continues_streams(&self) -> bool {
         self.config.failover.mid_stream == MidStream::Continue && self.targets.len() > 1
