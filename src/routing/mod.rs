@@ -531,9 +531,13 @@ kind = "openai"
 base_url = "http://127.0.0.1:1/v1"
 "#;
 
-    fn route(targets: &str, failover: &str) -> Arc<Route> {
-        let toml =
-            format!("{PROVIDERS}\n[[routes]]\nname = \"r\"\ntargets = [{targets}]\n{failover}");
+    /// The route `r` of `targets` (TOML inline tables of provider `p`, an `openai` provider
+    /// nothing listens for) with `failover` lines under `[routes.failover]`.
+    pub(super) fn route(targets: &str, failover: &str) -> Arc<Route> {
+        let toml = format!(
+            "{PROVIDERS}\n[[routes]]\nname = \"r\"\ntargets = [{targets}]\n\
+             [routes.failover]\n{failover}"
+        );
         let (routing, _) = Routing::of_toml(&toml);
         routing.route("r").cloned().expect("the route")
     }
@@ -544,7 +548,7 @@ base_url = "http://127.0.0.1:1/v1"
         let two = r#"{ provider = "p", model = "a" }, { provider = "p", model = "b" }"#;
         assert!(!route(one, "").continues_streams());
         assert!(route(two, "").continues_streams());
-        let off = "[routes.failover]\nmid_stream = \"error\"";
+        let off = "mid_stream = \"error\"";
         assert!(!route(two, off).continues_streams());
     }
 }

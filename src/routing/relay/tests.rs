@@ -11,18 +11,7 @@ const CHUNK: &str =
 
 /// A relay of a one-target route's committed stream, its head one chunk, reading `upstream`.
 fn relayed(upstream: ByteStream) -> RelayStream {
-    let toml = r#"
-[[providers]]
-name = "p"
-kind = "openai"
-base_url = "http://127.0.0.1:1/v1"
-
-[[routes]]
-name = "r"
-targets = [{ provider = "p", model = "m" }]
-"#;
-    let (routing, _) = crate::routing::Routing::of_toml(toml);
-    let route = routing.route("r").cloned().expect("the route");
+    let route = crate::routing::tests::route(r#"{ provider = "p", model = "m" }"#, "");
     let now = Instant::now();
     let ctx = RelayContext {
         request_id: "req".into(),
