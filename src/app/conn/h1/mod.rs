@@ -23,6 +23,7 @@
 //! does without half-close): the request's stream or race ends and says so in its audit
 //! record.
 
+use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io::{self, IoSlice};
 use std::pin::{pin, Pin};
@@ -65,6 +66,17 @@ const FIELDS_ROOM: usize = 16;
 /// A body frame up to this long is copied behind what waits to be written, to leave with
 /// the frames ready after it in one write; what waits is written once it is this long.
 const COALESCE: usize = 16 * 1024;
+/// The most rooms of closed connections a server thread keeps for its next connections.
+const SPARES: usize = 64;
+/// A closed connection's read buffer is kept only when, emptied, it has at least `READ` of
+/// room of its own and at most this much (one grown for a large body is let go).
+const SPARE_READ: usize = 2 * READ;
+
+thread_local! {
+    /// The rooms of this thread's closed connections, the last closed on top (its lines the
+    /// likeliest to be in cache still), for the thread's next connections.
+    static SPARE: RefCell<Vec<Room>> = const { RefCell::new(Vec::new()) };
+}
 
 /// How serving a connection here ended.
 pub(super) enum Outcome {
@@ -83,13 +95,12 @@ pub(super) async fn serve(
 ) -> Outcome {
     let state = &svc.conn;
     let max_body = state.slot.0.max_body;
+    let Room { buf, head, fields } = Room::take();
     let mut conn = Conn {
         tcp,
-        buf: BytesMut::new(),
-        // Room for what most requests and answers take, made once for the connection: grown
-        // from nothing, the head reallocated six times on a new connection's first answer.
-        head: Vec::with_capacity(HEAD_ROOM),
-        fields: Vec::with_capacity(FIELDS_ROOM),
+        buf,
+        head,
+        fields,
     };
     // Whether the drain began is read from a second receiver (an atomic load); the future
     // is polled once, for the connection's task to be woken when it begins (a poll takes a
@@ -148,7 +159,7 @@ pub(super) async fn serve(
         let head = match next {
             Turn::Head(head) => head,
             Turn::Hyper => return Outcome::Hyper(conn.tcp, conn.buf.freeze()),
-            Turn::End(ended) => return Outcome::Ended(ended),
+            Turn::End(ended) => return conn.end(ended),
         };
         let asked_close = head.close;
         let Some((request, mut feed)) = conn.request(head) else {
@@ -169,13 +180,13 @@ pub(super) async fn serve(
         drop(routed);
         // The client went away: its request is dropped with the future.
         let Some(resp) = answer else {
-            return Outcome::Ended(Ended::Served);
+            return conn.end(Ended::Served);
         };
         shutting_down = shutting_down || draining_now();
         let close = shutting_down || asked_close;
         if !conn.respond(resp, close, &mut feed).await || close || feed.left > 0 {
             let _ = poll_fn(|cx| Pin::new(&mut conn.tcp).poll_shutdown(cx)).await;
-            return Outcome::Ended(Ended::Served);
+            return conn.end(Ended::Served);
         }
     }
 }
@@ -208,12 +219,73 @@ struct Conn<T = TcpStream> {
     fields: Vec<Field>,
 }
 
+/// What a connection reads into and writes from, kept when it closes for the thread's next
+/// connection. A new connection's first allocations otherwise come from pages the allocator
+/// has handed back to the kernel after a second unused (mimalloc's `purge_delay`): each one a
+/// page fault on its first request, ~16 µs run cold on a virtual machine (docs/BENCHMARKS.md).
+struct Room {
+    buf: BytesMut,
+    head: Vec<u8>,
+    fields: Vec<Field>,
+}
+
+impl Room {
+    /// A closed connection's room, or a new one: the buffer allocated at the first read, the
+    /// head and the fields with room for what most requests and answers take (grown from
+    /// nothing, the head was reallocated six times on a new connection's first answer).
+    fn take() -> Room {
+        let spare = SPARE.try_with(|spare| spare.try_borrow_mut().ok()?.pop());
+        spare.ok().flatten().unwrap_or_else(|| Room {
+            buf: BytesMut::new(),
+            head: Vec::with_capacity(HEAD_ROOM),
+            fields: Vec::with_capacity(FIELDS_ROOM),
+        })
+    }
+
+    /// Keep the room, emptied, for the thread's next connection: unless the thread keeps
+    /// [`SPARES`] already, or its buffer has not `READ` of room of its own (what was read
+    /// into it is still held elsewhere) or was grown past [`SPARE_READ`], or its head past
+    /// twice [`COALESCE`]. What is not kept is freed here.
+    fn keep(mut self) {
+        self.buf.clear();
+        if !self.buf.try_reclaim(READ)
+            || self.buf.capacity() > SPARE_READ
+            || self.head.capacity() > 2 * COALESCE
+        {
+            return;
+        }
+        self.head.clear();
+        self.fields.clear();
+        // Not kept on a thread whose spares are gone (it is ending).
+        let _ = SPARE.try_with(|spare| {
+            if let Ok(mut spare) = spare.try_borrow_mut() {
+                if spare.len() < SPARES {
+                    spare.push(self);
+                }
+            }
+        });
+    }
+}
+
 /// A request body still arriving, fed to the service as it does.
 struct Feed {
     /// Its bytes not yet read.
     left: usize,
     /// `None` once the service dropped the body: the rest is read and dropped.
     to: Option<PollSender<io::Result<Bytes>>>,
+}
+
+impl<T> Conn<T> {
+    /// The connection ended: its room is kept for the thread's next one.
+    fn end(self, ended: Ended) -> Outcome {
+        Room {
+            buf: self.buf,
+            head: self.head,
+            fields: self.fields,
+        }
+        .keep();
+        Outcome::Ended(ended)
+    }
 }
 
 impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {

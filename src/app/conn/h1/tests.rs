@@ -450,3 +450,102 @@ async fn the_frames_ready_together_leave_with_the_head_in_one_write() {
     );
     assert!(read.ends_with(&format!("\r\n\r\n{big}")));
 }
+
+/// `f` run on a thread of its own: with no spare rooms but those it keeps.
+fn on_own_thread(f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(f).join().unwrap();
+}
+
+/// Where a buffer's room starts: the same for a buffer that is the same allocation.
+fn room_at(buf: &BytesMut) -> *const u8 {
+    buf.as_ptr()
+}
+
+/// A closed connection's room (its read buffer, head and fields) serves the thread's next
+/// connection, emptied; the last kept is taken first.
+#[test]
+fn a_closed_connection_s_room_serves_the_next_one() {
+    on_own_thread(|| {
+        let fresh = Room::take();
+        assert_eq!(
+            fresh.buf.capacity(),
+            0,
+            "the buffer is made at the first read"
+        );
+        assert!(fresh.head.capacity() >= HEAD_ROOM && fresh.fields.capacity() >= FIELDS_ROOM);
+
+        let mut first = Room::take();
+        first.buf.reserve(READ);
+        first.buf.extend_from_slice(b"POST / HTTP/1.1\r\n");
+        first.head.extend_from_slice(b"HTTP/1.1 200 OK\r\n");
+        let first_at = room_at(&first.buf);
+        let mut second = Room::take();
+        second.buf.reserve(READ);
+        let second_at = room_at(&second.buf);
+        first.keep();
+        second.keep();
+
+        let again = Room::take();
+        assert_eq!(room_at(&again.buf), second_at, "the last kept first");
+        let again = Room::take();
+        assert_eq!(room_at(&again.buf), first_at);
+        assert!(again.buf.is_empty() && again.buf.capacity() >= READ);
+        assert!(again.head.is_empty() && again.fields.is_empty());
+        assert_eq!(Room::take().buf.capacity(), 0, "none left: a new room");
+    });
+}
+
+/// What would hold memory a connection does not usually need is not kept: a buffer grown
+/// for a large body, one whose bytes are all still held elsewhere (no room of its own), and
+/// more than `SPARES` rooms.
+#[test]
+fn only_a_usual_room_is_kept_and_only_so_many() {
+    on_own_thread(|| {
+        let mut grown = Room::take();
+        grown.buf.reserve(SPARE_READ + 1);
+        grown.keep();
+        assert_eq!(Room::take().buf.capacity(), 0, "a grown buffer is let go");
+
+        let mut held = Room::take();
+        held.buf.reserve(READ);
+        held.buf.resize(held.buf.capacity(), b'x');
+        let body = held.buf.split().freeze();
+        held.keep();
+        assert_eq!(Room::take().buf.capacity(), 0, "its bytes are still in use");
+        drop(body);
+
+        // Each its own allocation: all are made before any is kept.
+        let rooms: Vec<Room> = (0..SPARES + 3)
+            .map(|_| {
+                let mut room = Room::take();
+                room.buf.reserve(READ);
+                room
+            })
+            .collect();
+        rooms.into_iter().for_each(Room::keep);
+        let kept = std::iter::from_fn(|| Some(Room::take()))
+            .take_while(|r| r.buf.capacity() > 0)
+            .count();
+        assert_eq!(kept, SPARES);
+    });
+}
+
+/// A connection that ends keeps its room for the next.
+#[tokio::test]
+async fn a_connection_that_ends_keeps_its_room() {
+    let (io, _client) = tokio::io::duplex(64);
+    let mut buf = BytesMut::with_capacity(READ);
+    buf.extend_from_slice(b"GET / HTTP/1.1\r\n");
+    let at = room_at(&buf);
+    let conn = Conn {
+        tcp: io,
+        buf,
+        head: Vec::new(),
+        fields: Vec::new(),
+    };
+    assert!(matches!(
+        conn.end(Ended::IdleTimeout),
+        Outcome::Ended(Ended::IdleTimeout)
+    ));
+    assert_eq!(room_at(&Room::take().buf), at);
+}
