@@ -71,6 +71,8 @@ const SPARES: usize = 64;
 /// A closed connection's read buffer is kept only when, emptied, it has at least `READ` of
 /// room of its own and at most this much (one grown for a large body is let go).
 const SPARE_READ: usize = 2 * READ;
+/// A closed connection's head buffer is kept as it is up to this long.
+const SPARE_HEAD: usize = 4 * 1024;
 
 thread_local! {
     /// The rooms of this thread's closed connections, the last closed on top (its lines the
@@ -244,17 +246,18 @@ impl Room {
 
     /// Keep the room, emptied, for the thread's next connection: unless the thread keeps
     /// [`SPARES`] already, or its buffer has not `READ` of room of its own (what was read
-    /// into it is still held elsewhere) or was grown past [`SPARE_READ`], or its head past
-    /// twice [`COALESCE`]. What is not kept is freed here.
+    /// into it is still held elsewhere) or was grown past [`SPARE_READ`]. A head grown past
+    /// [`SPARE_HEAD`] (a stream's frames gather in it) goes back to [`HEAD_ROOM`]: a thread
+    /// keeps at most `SPARES` times ~24 KiB. What is not kept is freed here.
     fn keep(mut self) {
         self.buf.clear();
-        if !self.buf.try_reclaim(READ)
-            || self.buf.capacity() > SPARE_READ
-            || self.head.capacity() > 2 * COALESCE
-        {
+        if !self.buf.try_reclaim(READ) || self.buf.capacity() > SPARE_READ {
             return;
         }
         self.head.clear();
+        if self.head.capacity() > SPARE_HEAD {
+            self.head.shrink_to(HEAD_ROOM);
+        }
         self.fields.clear();
         // Not kept on a thread whose spares are gone (it is ending).
         let _ = SPARE.try_with(|spare| {

@@ -496,8 +496,8 @@ fn a_closed_connection_s_room_serves_the_next_one() {
 }
 
 /// What would hold memory a connection does not usually need is not kept: a buffer grown
-/// for a large body, one whose bytes are all still held elsewhere (no room of its own), and
-/// more than `SPARES` rooms.
+/// for a large body, one whose bytes are all still held elsewhere (no room of its own), a
+/// head grown for a stream's frames (it is shrunk), and more than `SPARES` rooms.
 #[test]
 fn only_a_usual_room_is_kept_and_only_so_many() {
     on_own_thread(|| {
@@ -505,6 +505,15 @@ fn only_a_usual_room_is_kept_and_only_so_many() {
         grown.buf.reserve(SPARE_READ + 1);
         grown.keep();
         assert_eq!(Room::take().buf.capacity(), 0, "a grown buffer is let go");
+
+        let mut streamed = Room::take();
+        streamed.buf.reserve(READ);
+        streamed.head.reserve(4 * COALESCE);
+        streamed.keep();
+        let kept = Room::take();
+        assert!(kept.buf.capacity() >= READ, "kept");
+        assert!((HEAD_ROOM..=SPARE_HEAD).contains(&kept.head.capacity()));
+        drop(kept);
 
         let mut held = Room::take();
         held.buf.reserve(READ);
