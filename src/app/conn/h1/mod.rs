@@ -97,12 +97,9 @@ pub(super) async fn serve(
 ) -> Outcome {
     let state = &svc.conn;
     let max_body = state.slot.0.max_body;
-    let Room { buf, head, fields } = Room::take();
     let mut conn = Conn {
         tcp,
-        buf,
-        head,
-        fields,
+        room: Room::take(),
     };
     // Whether the drain began is read from a second receiver (an atomic load); the future
     // is polled once, for the connection's task to be woken when it begins (a poll takes a
@@ -123,9 +120,9 @@ pub(super) async fn serve(
         // accept), `idle_timeout` of the last response, or until the drain.
         let next = poll_fn(|cx| loop {
             shutting_down = shutting_down || draining_now();
-            if !conn.buf.is_empty() {
-                match parse(&conn.buf, &mut conn.fields, max_body) {
-                    Parse::Partial if conn.buf.len() < MAX_HEAD => {
+            if !conn.room.buf.is_empty() {
+                match parse(&conn.room.buf, &mut conn.room.fields, max_body) {
+                    Parse::Partial if conn.room.buf.len() < MAX_HEAD => {
                         if std::mem::take(&mut head_begun) {
                             state.head_begins();
                         }
@@ -137,7 +134,7 @@ pub(super) async fn serve(
             if shutting_down {
                 return Poll::Ready(Turn::End(Ended::Served));
             }
-            let idle = conn.buf.is_empty();
+            let idle = conn.room.buf.is_empty();
             match conn.poll_fill(cx) {
                 Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Turn::End(Ended::Served)),
                 Poll::Ready(Ok(_)) => {
@@ -160,12 +157,12 @@ pub(super) async fn serve(
         .await;
         let head = match next {
             Turn::Head(head) => head,
-            Turn::Hyper => return Outcome::Hyper(conn.tcp, conn.buf.freeze()),
+            Turn::Hyper => return Outcome::Hyper(conn.tcp, conn.room.buf.freeze()),
             Turn::End(ended) => return conn.end(ended),
         };
         let asked_close = head.close;
         let Some((request, mut feed)) = conn.request(head) else {
-            return Outcome::Hyper(conn.tcp, conn.buf.freeze());
+            return Outcome::Hyper(conn.tcp, conn.room.buf.freeze());
         };
 
         let mut routed = svc.route(request, true);
@@ -212,13 +209,7 @@ enum Next {
 /// One client connection between requests (over a `TcpStream` but in tests).
 struct Conn<T = TcpStream> {
     tcp: T,
-    /// Bytes read and not yet used; its spare room takes the next read.
-    buf: BytesMut,
-    /// What is to be written next: the response head, and small body frames after it (kept
-    /// for its allocation).
-    head: Vec<u8>,
-    /// The fields of the head being parsed, kept for the allocation.
-    fields: Vec<Field>,
+    room: Room,
 }
 
 /// What a connection reads into and writes from, kept when it closes for the thread's next
@@ -226,8 +217,12 @@ struct Conn<T = TcpStream> {
 /// has handed back to the kernel after a second unused (mimalloc's `purge_delay`): each one a
 /// page fault on its first request, ~16 µs run cold on a virtual machine (docs/BENCHMARKS.md).
 struct Room {
+    /// Bytes read and not yet used; its spare room takes the next read.
     buf: BytesMut,
+    /// What is to be written next: the response head, and small body frames after it (kept
+    /// for its allocation).
     head: Vec<u8>,
+    /// The fields of the head being parsed, kept for the allocation.
     fields: Vec<Field>,
 }
 
@@ -250,22 +245,24 @@ impl Room {
     /// [`SPARE_HEAD`] (a stream's frames gather in it) goes back to [`HEAD_ROOM`]: a thread
     /// keeps at most `SPARES` times ~24 KiB. What is not kept is freed here.
     fn keep(mut self) {
-        self.buf.clear();
-        if !self.buf.try_reclaim(READ) || self.buf.capacity() > SPARE_READ {
-            return;
-        }
-        self.head.clear();
-        if self.head.capacity() > SPARE_HEAD {
-            self.head.shrink_to(HEAD_ROOM);
-        }
-        self.fields.clear();
         // Not kept on a thread whose spares are gone (it is ending).
         let _ = SPARE.try_with(|spare| {
-            if let Ok(mut spare) = spare.try_borrow_mut() {
-                if spare.len() < SPARES {
-                    spare.push(self);
-                }
+            let Ok(mut spare) = spare.try_borrow_mut() else {
+                return;
+            };
+            self.buf.clear();
+            if spare.len() == SPARES
+                || !self.buf.try_reclaim(READ)
+                || self.buf.capacity() > SPARE_READ
+            {
+                return;
             }
+            self.head.clear();
+            if self.head.capacity() > SPARE_HEAD {
+                self.head.shrink_to(HEAD_ROOM);
+            }
+            self.fields.clear();
+            spare.push(self);
         });
     }
 }
@@ -281,12 +278,7 @@ struct Feed {
 impl<T> Conn<T> {
     /// The connection ended: its room is kept for the thread's next one.
     fn end(self, ended: Ended) -> Outcome {
-        Room {
-            buf: self.buf,
-            head: self.head,
-            fields: self.fields,
-        }
-        .keep();
+        self.room.keep();
         Outcome::Ended(ended)
     }
 }
@@ -294,36 +286,36 @@ impl<T> Conn<T> {
 impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     /// Read what the client sent into the buffer: the count read, 0 at its end.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.buf.capacity() - self.buf.len() < MIN_ROOM {
-            self.buf.reserve(READ);
+        if self.room.buf.capacity() - self.room.buf.len() < MIN_ROOM {
+            self.room.buf.reserve(READ);
         }
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.buf)
+        tokio_util::io::poll_read_buf(Pin::new(&mut self.tcp), cx, &mut self.room.buf)
     }
 
     /// The request `head` describes (its bytes taken from the buffer, with its body's when they
     /// have arrived), and the body still to come. `None` (nothing taken) when its target or a
     /// field value is not one `http` takes: hyper's to refuse.
     fn request(&mut self, head: Head) -> Option<(Request<Body>, Feed)> {
-        let bytes = self.buf.split_to(head.len).freeze();
-        let Some((uri, headers)) = uri_and_fields(&mut self.fields, &head, &bytes) else {
+        let bytes = self.room.buf.split_to(head.len).freeze();
+        let Some((uri, headers)) = uri_and_fields(&mut self.room.fields, &head, &bytes) else {
             // Put the head back: hyper reads it from the start (a refusal is rare: httparse
             // allows in a field value what `http` does, and most targets `Uri` takes).
-            let mut back = BytesMut::with_capacity(bytes.len() + self.buf.len());
+            let mut back = BytesMut::with_capacity(bytes.len() + self.room.buf.len());
             back.extend_from_slice(&bytes);
-            back.extend_from_slice(&self.buf);
-            self.buf = back;
+            back.extend_from_slice(&self.room.buf);
+            self.room.buf = back;
             return None;
         };
-        let arrived = head.body.min(self.buf.len());
+        let arrived = head.body.min(self.room.buf.len());
         let (body, feed) = if head.body == 0 {
             (Body::empty(), None)
         } else if arrived == head.body {
-            (Body::from(self.buf.split_to(arrived).freeze()), None)
+            (Body::from(self.room.buf.split_to(arrived).freeze()), None)
         } else {
             let (tx, rx) = mpsc::channel(1);
             if arrived > 0 {
                 // The channel is empty: room for one.
-                let _ = tx.try_send(Ok(self.buf.split_to(arrived).freeze()));
+                let _ = tx.try_send(Ok(self.room.buf.split_to(arrived).freeze()));
             }
             let fed = Fed {
                 rx,
@@ -359,7 +351,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                         Poll::Pending => return Poll::Pending,
                     }
                 }
-                if self.buf.is_empty() {
+                if self.room.buf.is_empty() {
                     let error = match ready!(self.poll_fill(cx)) {
                         Ok(0) => io::Error::from(io::ErrorKind::UnexpectedEof),
                         Ok(_) => continue,
@@ -370,8 +362,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                     }
                     return Poll::Ready(());
                 }
-                let n = feed.left.min(self.buf.len());
-                let chunk = self.buf.split_to(n).freeze();
+                let n = feed.left.min(self.room.buf.len());
+                let chunk = self.room.buf.split_to(n).freeze();
                 feed.left -= n;
                 if let Some(to) = &mut feed.to {
                     let _ = to.send_item(Ok(chunk));
@@ -381,7 +373,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                 }
                 continue;
             }
-            if self.buf.len() >= MAX_HEAD {
+            if self.room.buf.len() >= MAX_HEAD {
                 return Poll::Pending;
             }
             match ready!(self.poll_fill(cx)) {
@@ -409,7 +401,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
         // connection (the client sees a body cut short, as hyper's would).
         let mut owed = length.unwrap_or(0);
         encode_head(
-            &mut self.head,
+            &mut self.room.head,
             &parts,
             body.stamp.take(),
             bodiless,
@@ -421,7 +413,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                 if let Poll::Ready(frame) = Pin::new(&mut body).poll_frame(cx) {
                     return Poll::Ready(Next::Frame(frame));
                 }
-                if !self.head.is_empty() {
+                if !self.room.head.is_empty() {
                     // Nothing ready: what waits goes out now, then the next frame is awaited.
                     return Poll::Ready(Next::Flush);
                 }
@@ -478,10 +470,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
                     && (chunked || owed == 0);
             }
             if data.len() <= COALESCE {
-                self.head.extend_from_slice(framing);
-                self.head.extend_from_slice(data);
-                self.head.extend_from_slice(tail);
-                if (cut || self.head.len() >= COALESCE) && self.write(&[]).await.is_err() {
+                self.room.head.extend_from_slice(framing);
+                self.room.head.extend_from_slice(data);
+                self.room.head.extend_from_slice(tail);
+                if (cut || self.room.head.len() >= COALESCE) && self.write(&[]).await.is_err() {
                     return false;
                 }
             } else if self.write(&[framing, data, tail]).await.is_err() {
@@ -497,8 +489,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
     /// most four), in one system call when they fit the socket.
     async fn write(&mut self, parts: &[&[u8]]) -> io::Result<()> {
         let mut done = 0; // bytes written of the head and parts together
-        let total = self.head.len() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let head = std::mem::take(&mut self.head);
+        let total = self.room.head.len() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let head = std::mem::take(&mut self.room.head);
         let wrote = poll_fn(|cx| {
             while done < total {
                 let mut bufs = [IoSlice::new(&[]); 5];
@@ -522,8 +514,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Conn<T> {
             Poll::Ready(Ok(()))
         })
         .await;
-        self.head = head;
-        self.head.clear();
+        self.room.head = head;
+        self.room.head.clear();
         wrote
     }
 }
