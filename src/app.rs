@@ -223,7 +223,8 @@ pub struct Server {
 impl Server {
     /// Bind `workers` listeners on `addr` (port 0: one free port for all). Fails as a plain
     /// bind would when the address is taken, even by a process that shares ports this way.
-    /// Call from inside a tokio runtime.
+    /// On Linux a listener hands a new connection over once its first bytes arrive (or after
+    /// a second without any: `conn::defer_accept`). Call from inside a tokio runtime.
     pub fn bind(addr: std::net::SocketAddr, workers: usize) -> Result<Server, AppError> {
         Self::bind_all(addr, workers).map_err(|e| {
             AppError::Io(std::io::Error::new(
@@ -254,6 +255,11 @@ impl Server {
             // Before it listens, so that every connection has it from the listener (see
             // `conn::no_delay_from`).
             socket.set_nodelay(true)?;
+            // An optimisation: without it connections are accepted as they come.
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            if let Err(e) = conn::defer_accept(&socket) {
+                tracing::debug!(error = %e, "TCP_DEFER_ACCEPT not set");
+            }
             let listener = socket.listen(1024)?;
             bound = listener.local_addr()?;
             listeners.push(listener.into_std()?);

@@ -8,7 +8,8 @@
 //! connection; each of these costs a file descriptor, and with too many of them the gateway
 //! stops answering anyone (its health checks included). So, per `[server]`:
 //!
-//! - `header_timeout`: from its accept (or from the first byte of a request on a kept-alive
+//! - `header_timeout`: from its accept (on the gateway's own listeners, once its first bytes
+//!   came: [`defer_accept`]; or from the first byte of a request on a kept-alive
 //!   connection; HTTP/2: from a HEADERS frame), a connection must deliver its request head
 //!   within this, else it is closed. Measured while no other request of the connection is in
 //!   flight (HTTP/2: a head begun beside a running stream is bounded from when that ends).
@@ -159,6 +160,42 @@ fn no_delay_from(listener: &TcpListener) -> bool {
         && socket2::SockRef::from(listener)
             .tcp_nodelay()
             .unwrap_or(false)
+}
+
+/// How long the kernel holds a new connection that has sent nothing before handing it over
+/// anyway (see [`defer_accept`]); from then on `header_timeout` bounds it, as any other.
+pub(super) const DEFER_ACCEPT_SECS: u32 = 1;
+
+/// Have `listener` hand a new connection over only once its first bytes have arrived (Linux's
+/// `TCP_DEFER_ACCEPT`), or after [`DEFER_ACCEPT_SECS`] without any: a client speaks first in
+/// HTTP, so the accept and the first request's read are one wake-up of the server thread, not
+/// two. Without it the listener's wake-up lands on the core where the client has just
+/// connected and waits to send, and the client sends only once the accept's work is done (a
+/// new connection's first request ~45 µs slower, docs/BENCHMARKS.md, "sixteenth session").
+/// Apache's `AcceptFilter http data` and nginx's `listen ... deferred` are the same option.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[allow(unsafe_code)]
+pub(super) fn defer_accept(listener: &impl std::os::fd::AsFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let seconds = libc::c_int::try_from(DEFER_ACCEPT_SECS).unwrap_or(libc::c_int::MAX);
+    let len = libc::socklen_t::try_from(std::mem::size_of::<libc::c_int>())
+        .unwrap_or(libc::socklen_t::MAX);
+    // SAFETY: the descriptor is borrowed from a live socket for the call, and the value is an
+    // initialised `c_int` on the stack whose size is passed with it; the kernel only reads it.
+    let done = unsafe {
+        libc::setsockopt(
+            listener.as_fd().as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            std::ptr::from_ref(&seconds).cast(),
+            len,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Serve `listener` until `shutdown` resolves, then drain its connections (at most

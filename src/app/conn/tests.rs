@@ -1,9 +1,11 @@
-//! The connection's timer, and its no-delay.
+//! The connection's timer, and the listener's options: no-delay, the deferred accept.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
 
 use super::{no_delay_from, Armed, ConnSlot, ConnState, Ended, Gate};
 
@@ -86,10 +88,61 @@ async fn a_connection_has_no_delay_from_the_gateway_s_listener() {
     let listener = server.listeners.into_iter().next().unwrap();
     let listener = tokio::net::TcpListener::from_std(listener).unwrap();
     assert_eq!(no_delay_from(&listener), cfg!(target_os = "linux"));
-    let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // A first byte: the listener hands a connection over once one has come (below).
+    client.write_all(b"G").await.unwrap();
     let (accepted, _) = listener.accept().await.unwrap();
     assert!(!no_delay_from(&listener) || accepted.nodelay().unwrap());
 
     let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     assert!(!no_delay_from(&plain));
+}
+
+/// A connection that has sent nothing is not handed over by the gateway's listeners (on
+/// Linux), so the server thread is not woken for it; once its first bytes come it is, with
+/// them there to read. Kernel timing, on the real clock: the kernel hands a silent connection
+/// over only after `DEFER_ACCEPT_SECS`, so one handed over sooner fails the test.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_connection_is_handed_over_once_its_first_bytes_come() {
+    use tokio::io::AsyncReadExt;
+    let server = crate::app::Server::bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let addr = server.local_addr();
+    let listener = server.listeners.into_iter().next().unwrap();
+    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let connected = std::time::Instant::now();
+    let early = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+    let mut accepted = match early {
+        Ok(accepted) => {
+            // Only a test thread held up past the kernel's wait gets here.
+            assert!(
+                connected.elapsed() >= Duration::from_secs(super::DEFER_ACCEPT_SECS.into()),
+                "a connection that sent nothing was handed over at once"
+            );
+            client.write_all(b"GET").await.unwrap();
+            accepted.unwrap().0
+        }
+        Err(_) => {
+            client.write_all(b"GET").await.unwrap();
+            let accepted = tokio::time::timeout(Duration::from_secs(10), listener.accept());
+            accepted
+                .await
+                .expect("handed over once its bytes came")
+                .unwrap()
+                .0
+        }
+    };
+    let mut read = [0; 3];
+    accepted.read_exact(&mut read).await.unwrap();
+    assert_eq!(&read, b"GET");
+
+    // A listener bound without the option hands a silent connection over at once.
+    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let _silent = tokio::net::TcpStream::connect(plain.local_addr().unwrap())
+        .await
+        .unwrap();
+    let handed = tokio::time::timeout(Duration::from_secs(10), plain.accept()).await;
+    assert!(handed.is_ok_and(|a| a.is_ok()));
 }
