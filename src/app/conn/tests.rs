@@ -77,16 +77,21 @@ async fn a_timer_set_for_a_head_does_not_wake_the_connection_once_the_head_came(
     ));
 }
 
+/// A listener of the gateway's own (`switchyard serve`'s), and its address.
+fn gateway_listener() -> (std::net::SocketAddr, tokio::net::TcpListener) {
+    let server = crate::app::Server::bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let addr = server.local_addr();
+    let listener = server.listeners.into_iter().next().unwrap();
+    (addr, tokio::net::TcpListener::from_std(listener).unwrap())
+}
+
 /// A connection accepted on the gateway's own listeners has `TCP_NODELAY` (its small writes,
 /// SSE events among them, leave at once) from the listener where the kernel copies it (Linux:
 /// no system call a connection). On a listener bound without it, as a caller of
 /// `app::serve` may bind one, its connections do not, and each sets its own.
 #[tokio::test]
 async fn a_connection_has_no_delay_from_the_gateway_s_listener() {
-    let server = crate::app::Server::bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
-    let addr = server.local_addr();
-    let listener = server.listeners.into_iter().next().unwrap();
-    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let (addr, listener) = gateway_listener();
     assert_eq!(no_delay_from(&listener), cfg!(target_os = "linux"));
     let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
     // A first byte: the listener hands a connection over once one has come (below).
@@ -106,10 +111,7 @@ async fn a_connection_has_no_delay_from_the_gateway_s_listener() {
 #[tokio::test]
 async fn a_connection_is_handed_over_once_its_first_bytes_come() {
     use tokio::io::AsyncReadExt;
-    let server = crate::app::Server::bind("127.0.0.1:0".parse().unwrap(), 1).unwrap();
-    let addr = server.local_addr();
-    let listener = server.listeners.into_iter().next().unwrap();
-    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+    let (addr, listener) = gateway_listener();
 
     let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
     let connected = std::time::Instant::now();
