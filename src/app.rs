@@ -224,7 +224,7 @@ impl Server {
     /// Bind `workers` listeners on `addr` (port 0: one free port for all). Fails as a plain
     /// bind would when the address is taken, even by a process that shares ports this way.
     /// On Linux a listener hands a new connection over once its first bytes arrive (or after
-    /// a second without any: `conn::defer_accept`). Call from inside a tokio runtime.
+    /// about a second without any: `conn::defer_accept`). Call from inside a tokio runtime.
     pub fn bind(addr: std::net::SocketAddr, workers: usize) -> Result<Server, AppError> {
         Self::bind_all(addr, workers).map_err(|e| {
             AppError::Io(std::io::Error::new(

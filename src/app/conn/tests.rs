@@ -106,7 +106,8 @@ async fn a_connection_has_no_delay_from_the_gateway_s_listener() {
 /// A connection that has sent nothing is not handed over by the gateway's listeners (on
 /// Linux), so the server thread is not woken for it; once its first bytes come it is, with
 /// them there to read. Kernel timing, on the real clock: the kernel hands a silent connection
-/// over only after `DEFER_ACCEPT_SECS`, so one handed over sooner fails the test.
+/// over only after `DEFER_ACCEPT_SECS`, so one handed over sooner (as a listener without the
+/// option does) fails the test.
 #[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_connection_is_handed_over_once_its_first_bytes_come() {
@@ -118,9 +119,11 @@ async fn a_connection_is_handed_over_once_its_first_bytes_come() {
     let early = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
     let mut accepted = match early {
         Ok(accepted) => {
-            // Only a test thread held up past the kernel's wait gets here.
+            // Only a test thread held up past the kernel's wait gets here. (The kernel's
+            // second runs from its answer to the connect, a little before `connected`.)
+            let wait = Duration::from_secs(super::DEFER_ACCEPT_SECS.into());
             assert!(
-                connected.elapsed() >= Duration::from_secs(super::DEFER_ACCEPT_SECS.into()),
+                connected.elapsed() >= wait - Duration::from_millis(100),
                 "a connection that sent nothing was handed over at once"
             );
             client.write_all(b"GET").await.unwrap();
@@ -139,12 +142,4 @@ async fn a_connection_is_handed_over_once_its_first_bytes_come() {
     let mut read = [0; 3];
     accepted.read_exact(&mut read).await.unwrap();
     assert_eq!(&read, b"GET");
-
-    // A listener bound without the option hands a silent connection over at once.
-    let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let _silent = tokio::net::TcpStream::connect(plain.local_addr().unwrap())
-        .await
-        .unwrap();
-    let handed = tokio::time::timeout(Duration::from_secs(10), plain.accept()).await;
-    assert!(handed.is_ok_and(|a| a.is_ok()));
 }
