@@ -216,6 +216,7 @@ struct Conn<T = TcpStream> {
 /// connection. A new connection's first allocations otherwise come from pages the allocator
 /// has handed back to the kernel after a second unused (mimalloc's `purge_delay`): each one a
 /// page fault on its first request, ~16 µs run cold on a virtual machine (docs/BENCHMARKS.md).
+#[derive(Default)]
 struct Room {
     /// Bytes read and not yet used; its spare room takes the next read.
     buf: BytesMut,

@@ -354,11 +354,7 @@ async fn respond_with_body(body: Body) -> (String, Vec<String>) {
             io,
             writes: Vec::new(),
         },
-        room: Room {
-            buf: BytesMut::new(),
-            head: Vec::new(),
-            fields: Vec::new(),
-        },
+        room: Room::default(),
     };
     let resp = http::Response::new(super::super::Tracked {
         body,
@@ -547,8 +543,7 @@ async fn a_connection_that_ends_keeps_its_room() {
         tcp: io,
         room: Room {
             buf,
-            head: Vec::new(),
-            fields: Vec::new(),
+            ..Room::default()
         },
     };
     assert!(matches!(
