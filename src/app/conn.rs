@@ -235,6 +235,10 @@ pub(super) async fn serve_on(
                     // which tokio copies into the task and at each change of its stage (~3,400
                     // instructions of copying a connection, `FRESH=1 bench/instructions`).
                     conns.spawn(Box::pin(connection(tcp, slot, app, builder, draining)));
+                    // The connection first: its request is there (`defer_accept`), while the
+                    // next turn of this loop (the listener asked again, for nothing most
+                    // times, the drain and the finished connections looked at) can wait.
+                    behind_ready().await;
                 }
                 Err(e) => accept_failed(e).await,
             },
@@ -263,6 +267,21 @@ pub(super) async fn serve_on(
         }
     }
     Ok(())
+}
+
+/// Give the thread up once, queued again at once behind the tasks already ready: unlike
+/// `tokio::task::yield_now`, whose task waits for the runtime's next look at its I/O (a
+/// system call more), this one runs again as soon as those have.
+async fn behind_ready() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
 }
 
 async fn all_closed(conns: &mut JoinSet<()>) {

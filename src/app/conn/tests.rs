@@ -1,4 +1,5 @@
-//! The connection's timer, and the listener's options: no-delay, the deferred accept.
+//! The connection's timer, the listener's options (no-delay, the deferred accept) and the accept
+//! loop's order.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -18,15 +19,20 @@ impl Wake for Wakes {
     }
 }
 
-/// A connection's state with `header_timeout` 2 s and `idle_timeout` 10 s.
-fn state() -> ConnState {
-    let config = crate::config::Config::from_toml(
+/// A config with `header_timeout` 2 s and `idle_timeout` 10 s, and a route to nowhere.
+fn config() -> crate::config::Config {
+    crate::config::Config::from_toml(
         "[server]\nheader_timeout = \"2s\"\nidle_timeout = \"10s\"\n\
          [[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
          [[routes]]\nname = \"r\"\ntargets = [{ provider = \"p\", model = \"m\" }]\n",
         &|_| None,
     )
-    .unwrap_or_else(|e| panic!("{e}"));
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A connection's state under [`config`].
+fn state() -> ConnState {
+    let config = config();
     let shared = crate::routing::Shared::new(crate::metrics::Registry::new(), 1 << 20);
     let gate = Gate::new(&config.server, shared);
     gate.connections.fetch_add(1, Ordering::AcqRel);
@@ -142,4 +148,52 @@ async fn a_connection_is_handed_over_once_its_first_bytes_come() {
     let mut read = [0; 3];
     accepted.read_exact(&mut read).await.unwrap();
     assert_eq!(&read, b"GET");
+}
+
+/// A connection taken from the listener runs before the listener is asked for the next: on the
+/// gateway's listeners its request has come with it (`defer_accept`), and the loop's next turn
+/// can wait. Two connections wait to be accepted; the turn of the accept loop that takes the
+/// first does not take the second, and the next turn does.
+#[tokio::test]
+async fn an_accepted_connection_runs_before_the_next_is_taken() {
+    let state = crate::app::build_state(config()).unwrap();
+    let gate = crate::app::gate(&state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _first = std::net::TcpStream::connect(addr).unwrap();
+    let _second = std::net::TcpStream::connect(addr).unwrap();
+    let app = crate::api::App::new(state);
+    let mut serving = Box::pin(super::serve_on(
+        listener,
+        app,
+        std::future::pending(),
+        gate.clone(),
+    ));
+    let accepted = || gate.connections.load(Ordering::Acquire);
+    // Turns until the runtime has seen the listener ready.
+    let took_first = async {
+        while accepted() == 0 {
+            turn(&mut serving).await;
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), took_first)
+        .await
+        .expect("the first connection accepted");
+    assert_eq!(
+        accepted(),
+        1,
+        "the turn that took the first took the second too"
+    );
+    turn(&mut serving).await;
+    assert_eq!(accepted(), 2, "the next turn takes the second");
+}
+
+/// One turn of the accept loop: `serving` polled once, which must not end.
+async fn turn<F: std::future::Future>(serving: &mut std::pin::Pin<Box<F>>) {
+    std::future::poll_fn(|cx| {
+        assert!(serving.as_mut().poll(cx).is_pending());
+        Poll::Ready(())
+    })
+    .await;
 }
